@@ -1,0 +1,211 @@
+"""Catalog: an immutable, array-indexed view of domains, families and tiers.
+
+An arm is one (family, tier) pair. The arms of a family are contiguous:
+``arm = arm_start[family] + tier``. Everything the scheduler needs per family or per arm is a
+numpy array here, so the scheduler never walks the pydantic specs on a hot path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class VariantPool:
+    """The variants of one arm (or the probe items of one family).
+
+    ``items`` is None when the pool is declared by size only: the trainer's environment then
+    materialises variant ``i`` itself from the id.
+    """
+
+    size: int
+    items: tuple[Mapping[str, Any], ...] | None = None
+
+    def item(self, index: int) -> Mapping[str, Any] | None:
+        return None if self.items is None else self.items[index]
+
+
+@dataclass(frozen=True, eq=False)
+class Catalog:
+    """Array view of a set of domains; built by :func:`domains.load_catalog` or :meth:`synthetic`."""
+
+    domain_names: tuple[str, ...]
+    family_names: tuple[str, ...]
+    tier_names: tuple[tuple[str, ...], ...]  # per family
+    domain_of_family: IntArray  # int64 [n_families]
+    domain_min_share: FloatArray  # float64 [n_domains]
+    domain_max_share: FloatArray  # float64 [n_domains]
+    domain_priority: FloatArray  # float64 [n_domains]
+    family_max_share: FloatArray  # float64 [n_families], 1.0 when uncapped
+    family_weight: FloatArray  # float64 [n_families], static weight from the manifest
+    family_priority: FloatArray  # float64 [n_families]
+    cost_s: FloatArray  # float64 [n_families], estimated seconds per episode
+    reward_low: FloatArray  # float64 [n_families]
+    reward_high: FloatArray  # float64 [n_families]
+    chance_success: FloatArray  # float64 [n_families], success rate of a random policy
+    pools: tuple[VariantPool, ...]  # per arm
+    probe_pools: tuple[VariantPool, ...]  # per family
+    sources: tuple[str, ...] = ()  # manifest files the catalog was loaded from
+    source_hashes: Mapping[str, str] = field(default_factory=dict)  # file -> sha256 of its bytes
+    specs: tuple[Any, ...] = ()  # the DomainSpec models, when loaded from manifests
+
+    # Derived index arrays, filled in __post_init__.
+    arm_start: IntArray = field(init=False)  # int64 [n_families + 1]
+    family_of_arm: IntArray = field(init=False)  # int64 [n_arms]
+    tier_of_arm: IntArray = field(init=False)  # int64 [n_arms]
+    n_tiers: IntArray = field(init=False)  # int64 [n_families]
+    pool_size: IntArray = field(init=False)  # int64 [n_arms]
+    probe_size: IntArray = field(init=False)  # int64 [n_families]
+
+    def __post_init__(self) -> None:
+        n_tiers = np.array([len(t) for t in self.tier_names], dtype=np.int64)
+        arm_start = np.concatenate([[0], np.cumsum(n_tiers)]).astype(np.int64)
+        family_of_arm = np.repeat(np.arange(len(n_tiers), dtype=np.int64), n_tiers)
+        tier_of_arm = np.arange(int(arm_start[-1]), dtype=np.int64) - arm_start[family_of_arm]
+        derived = {
+            "n_tiers": n_tiers,
+            "arm_start": arm_start,
+            "family_of_arm": family_of_arm,
+            "tier_of_arm": tier_of_arm,
+            "pool_size": np.array([p.size for p in self.pools], dtype=np.int64),
+            "probe_size": np.array([p.size for p in self.probe_pools], dtype=np.int64),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+        for value in vars(self).values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+        if len(self.pools) != self.n_arms or len(self.probe_pools) != self.n_families:
+            raise ValueError("one variant pool per arm and one probe pool per family are needed")
+        object.__setattr__(
+            self, "_family_index", {n: i for i, n in enumerate(self.family_names)}
+        )
+        object.__setattr__(self, "_domain_index", {n: i for i, n in enumerate(self.domain_names)})
+
+    # Sizes -------------------------------------------------------------------------------
+    @property
+    def n_domains(self) -> int:
+        return len(self.domain_names)
+
+    @property
+    def n_families(self) -> int:
+        return len(self.family_names)
+
+    @property
+    def n_arms(self) -> int:
+        return int(self.arm_start[-1])
+
+    # Name <-> id ---------------------------------------------------------------------------
+    def family_id(self, name: str) -> int:
+        try:
+            return int(self._family_index[name])  # type: ignore[attr-defined]
+        except KeyError:
+            raise KeyError(f"unknown family {name!r}") from None
+
+    def domain_id(self, name: str) -> int:
+        try:
+            return int(self._domain_index[name])  # type: ignore[attr-defined]
+        except KeyError:
+            raise KeyError(f"unknown domain {name!r}") from None
+
+    def family_ids(self, names: Sequence[str]) -> IntArray:
+        return np.fromiter((self.family_id(n) for n in names), dtype=np.int64, count=len(names))
+
+    def arm_id(self, family: int | str, tier: int) -> int:
+        f = self.family_id(family) if isinstance(family, str) else int(family)
+        if not 0 <= tier < int(self.n_tiers[f]):
+            raise KeyError(f"family {self.family_names[f]!r} has no tier {tier}")
+        return int(self.arm_start[f]) + tier
+
+    def domain_of_arm(self) -> IntArray:
+        return self.domain_of_family[self.family_of_arm]
+
+    def families_in_domain(self, domain: int | str) -> IntArray:
+        d = self.domain_id(domain) if isinstance(domain, str) else int(domain)
+        return np.flatnonzero(self.domain_of_family == d)
+
+    def variant(self, arm: int, variant: int) -> Mapping[str, Any] | None:
+        """The inline or JSONL item of a variant, or None for a pool declared by size."""
+        return self.pools[arm].item(variant)
+
+    # Identity ----------------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """A hash of what the scheduler depends on: names, tiers, quotas, pool sizes, costs."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.domain_names, self.family_names, self.tier_names]).encode())
+        for arr in (
+            self.domain_of_family,
+            self.domain_min_share,
+            self.domain_max_share,
+            self.family_max_share,
+            self.family_weight,
+            self.cost_s,
+            self.reward_low,
+            self.reward_high,
+            self.chance_success,
+            self.pool_size,
+        ):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        return h.hexdigest()
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "domains": self.n_domains,
+            "families": self.n_families,
+            "arms": self.n_arms,
+            "tiers": int(self.n_tiers.sum()),
+            "min_share_sum": float(self.domain_min_share.sum()),
+            "max_share_sum": float(np.minimum(self.domain_max_share, 1.0).sum()),
+            "variants": int(self.pool_size.sum()),
+            "probe_items": int(self.probe_size.sum()),
+        }
+
+    # Construction for tests and benchmarks -------------------------------------------------
+    @classmethod
+    def synthetic(
+        cls,
+        n_domains: int = 3,
+        families_per_domain: int = 4,
+        n_tiers: int = 3,
+        pool_size: int = 16,
+        *,
+        min_share: float = 0.0,
+        max_share: float = 1.0,
+        chance_success: float = 0.0,
+    ) -> Catalog:
+        """A regular catalog with no manifest behind it: for tests, benchmarks and examples."""
+        n_fam = n_domains * families_per_domain
+        ones = np.ones(n_fam)
+        return cls(
+            domain_names=tuple(f"domain_{d}" for d in range(n_domains)),
+            family_names=tuple(
+                f"domain_{d}.family_{j}"
+                for d in range(n_domains)
+                for j in range(families_per_domain)
+            ),
+            tier_names=tuple(tuple(f"t{t}" for t in range(n_tiers)) for _ in range(n_fam)),
+            domain_of_family=np.repeat(np.arange(n_domains), families_per_domain),
+            domain_min_share=np.full(n_domains, min_share),
+            domain_max_share=np.full(n_domains, max_share),
+            domain_priority=np.ones(n_domains),
+            family_max_share=ones.copy(),
+            family_weight=ones.copy(),
+            family_priority=ones.copy(),
+            cost_s=ones.copy(),
+            reward_low=np.zeros(n_fam),
+            reward_high=ones.copy(),
+            chance_success=np.full(n_fam, chance_success),
+            pools=tuple(VariantPool(size=pool_size) for _ in range(n_fam * n_tiers)),
+            probe_pools=tuple(VariantPool(size=32) for _ in range(n_fam)),
+        )

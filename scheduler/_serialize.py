@@ -1,0 +1,57 @@
+"""A safe binary form for state dicts: numpy arrays in an .npz, everything else as JSON.
+
+No pickle: a checkpoint read back from a shared database must not be able to run code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+_META = "__meta__"
+
+
+def _split(obj: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
+    if isinstance(obj, np.ndarray):
+        key = f"a{len(arrays)}"
+        arrays[key] = obj
+        return {"__array__": key}
+    if isinstance(obj, Mapping):
+        return {str(k): _split(v, f"{path}/{k}", arrays) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_split(v, f"{path}[{i}]", arrays) for i, v in enumerate(obj)]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _join(obj: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__array__"}:
+            return arrays[obj["__array__"]]
+        return {k: _join(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_join(v, arrays) for v in obj]
+    return obj
+
+
+def dumps_state(state: Mapping[str, Any]) -> bytes:
+    arrays: dict[str, np.ndarray] = {}
+    meta = _split(state, "", arrays)
+    buf = io.BytesIO()
+    blob = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez_compressed(buf, **{_META: blob}, **arrays)
+    return buf.getvalue()
+
+
+def loads_state(data: bytes) -> dict[str, Any]:
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files if k != _META}
+        meta = json.loads(npz[_META].tobytes().decode())
+    result = _join(meta, arrays)
+    assert isinstance(result, dict)
+    return result
