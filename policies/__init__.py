@@ -1,0 +1,41 @@
+"""Policies: from a read-only view of the state to sampling weights; quotas and tiers wrap them."""
+
+from ._basic import Static, Uniform
+from ._intervals import binomial_interval
+from ._learning_progress import LearningProgress
+from ._quota import project_quotas, waterfill
+from ._registry import (
+    Policy,
+    PolicyConfigError,
+    PolicyState,
+    Stateless,
+    available_policies,
+    make_policy,
+    policy_params,
+    register,
+)
+from ._smoothing import smooth
+from ._tiers import TierChanges, TierConfig, TierController
+from ._view import ArmView
+
+__all__ = [
+    "ArmView",
+    "LearningProgress",
+    "Policy",
+    "PolicyConfigError",
+    "PolicyState",
+    "Static",
+    "Stateless",
+    "TierChanges",
+    "TierConfig",
+    "TierController",
+    "Uniform",
+    "available_policies",
+    "binomial_interval",
+    "make_policy",
+    "policy_params",
+    "project_quotas",
+    "register",
+    "smooth",
+    "waterfill",
+]

@@ -1,0 +1,55 @@
+"""Bidirectional learning progress (Kanitscheider et al. 2021).
+
+The score of an arm is |p_fast - p_slow| of its chance-normalised success: large while a
+family is learning or forgetting, near zero once it is mastered, unlearnable, or a coin flip
+(a coin flip's EMAs agree on 0.5, and normalising by chance maps 0.5 to 0 for a binary task).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ._registry import PolicyState, Stateless, register
+from ._view import ArmView
+
+
+@register("learning_progress")
+@dataclass(frozen=True)
+class LearningProgress(Stateless):
+    """Learning-progress scores per arm, with optimism for arms seen too little to judge.
+
+    ``signal``: "success" reads the pass rate; "process" the dense process score; "auto" reads
+    success, but falls back to the process score where success is sparse (both EMAs of the
+    normalised success below ``sparse_below``), so a hard tier at 0% still shows progress.
+    """
+
+    signal: Literal["success", "process", "auto"] = "auto"
+    min_samples: int = 16
+    optimism: float = 1.0
+    sparse_below: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.signal not in ("success", "process", "auto"):
+            raise ValueError(f"signal must be success, process or auto, got {self.signal!r}")
+        if self.min_samples < 0 or self.optimism < 0:
+            raise ValueError("min_samples and optimism must be non-negative")
+
+    def weights(self, view: ArmView, state: PolicyState) -> npt.NDArray[np.float64]:
+        fast = view.normalized(view.success_fast)
+        slow = view.normalized(view.success_slow)
+        progress = np.abs(fast - slow)
+        if self.signal != "success":
+            dense = np.nan_to_num(np.abs(view.process_fast - view.process_slow), nan=0.0)
+            if self.signal == "process":
+                progress = dense
+            else:
+                sparse = (fast < self.sparse_below) & (slow < self.sparse_below)
+                progress = np.where(sparse, dense, progress)
+        unexplored = view.count < self.min_samples
+        seen = progress[~unexplored]
+        reference = float(seen.max()) if seen.size and seen.max() > 0 else 1.0
+        return np.where(unexplored, self.optimism * reference, progress)

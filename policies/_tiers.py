@@ -1,0 +1,150 @@
+"""Difficulty tiers: a controller with hysteresis that moves each family up or down.
+
+A family is promoted when the lower confidence bound of its chance-normalised pass rate at the
+current tier clears ``promote_at``, and demoted when the upper bound falls under
+``demote_at``; it needs ``min_samples`` episodes at the tier and ``cooldown_steps`` since its
+last change. The gap between the thresholds and the confidence bounds give the hysteresis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from domains import Catalog
+
+from ._intervals import binomial_interval
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class TierConfig:
+    promote_at: float = 0.75
+    demote_at: float = 0.15
+    min_samples: int = 24
+    confidence: float = 0.9
+    cooldown_steps: int = 5
+    adjacent_share: float = 0.1  # share of draws taken from the tiers just below and above
+    start_tier: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.demote_at < self.promote_at <= 1.0:
+            raise ValueError(
+                f"tiers: need 0 <= demote_at < promote_at <= 1, got {self.demote_at}, "
+                f"{self.promote_at}"
+            )
+        if not 0.0 <= self.adjacent_share <= 1.0:
+            raise ValueError(f"tiers: adjacent_share must be in [0, 1], got {self.adjacent_share}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"tiers: confidence must be in (0, 1), got {self.confidence}")
+
+
+@dataclass(frozen=True, eq=False)
+class TierChanges:
+    """Families whose tier changed in one update, with the evidence."""
+
+    family: IntArray  # [k]
+    old_tier: IntArray
+    new_tier: IntArray
+    pass_rate: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    samples: IntArray
+
+
+class TierController:
+    """Owns the current tier of every family and the counts at that tier."""
+
+    def __init__(self, catalog: Catalog, config: TierConfig | None = None) -> None:
+        self.config = config or TierConfig()
+        self._catalog = catalog
+        top = catalog.n_tiers - 1
+        self.tier: IntArray = np.minimum(self.config.start_tier, top)  # int64 [n_families]
+        self.trials: IntArray = np.zeros(catalog.n_families, dtype=np.int64)  # at current tier
+        self.successes: IntArray = np.zeros(catalog.n_families, dtype=np.int64)
+        self.last_change: IntArray = np.full(catalog.n_families, -(10**9), dtype=np.int64)
+
+    def observe(
+        self, step: int, family: IntArray, tier: IntArray, success: FloatArray
+    ) -> TierChanges:
+        """Count outcomes drawn at each family's current tier and apply promotions/demotions."""
+        n_fam = self._catalog.n_families
+        at_current = tier == self.tier[family]
+        fam = family[at_current]
+        self.trials += np.bincount(fam, minlength=n_fam)
+        self.successes += np.bincount(
+            fam, weights=(success[at_current] > 0.5), minlength=n_fam
+        ).astype(np.int64)
+        cfg = self.config
+        ready = (self.trials >= cfg.min_samples) & (step - self.last_change >= cfg.cooldown_steps)
+        # A bound can only clear a threshold the point estimate clears: test those alone.
+        chance_all = self._catalog.chance_success
+        point = (self.successes / np.maximum(self.trials, 1) - chance_all) / (1.0 - chance_all)
+        ready &= (point >= cfg.promote_at) | (point <= cfg.demote_at)
+        candidates = np.flatnonzero(ready)
+        empty = np.zeros(0, dtype=np.int64)
+        if candidates.size == 0:
+            return TierChanges(empty, empty, empty, empty * 1.0, empty * 1.0, empty * 1.0, empty)
+        s = self.successes[candidates].astype(np.float64)
+        n = self.trials[candidates].astype(np.float64)
+        low, high = binomial_interval(s, n, cfg.confidence)
+        chance = self._catalog.chance_success[candidates]
+        norm_low = (low - chance) / (1.0 - chance)
+        norm_high = (high - chance) / (1.0 - chance)
+        current = self.tier[candidates]
+        up = (norm_low >= cfg.promote_at) & (current < self._catalog.n_tiers[candidates] - 1)
+        down = (norm_high <= cfg.demote_at) & (current > 0)
+        move = up | down
+        changed = candidates[move]
+        new_tier = current[move] + np.where(up[move], 1, -1)
+        changes = TierChanges(
+            family=changed,
+            old_tier=current[move],
+            new_tier=new_tier,
+            pass_rate=s[move] / n[move],
+            ci_low=low[move],
+            ci_high=high[move],
+            samples=self.trials[changed].copy(),
+        )
+        self.tier[changed] = new_tier
+        self.trials[changed] = 0
+        self.successes[changed] = 0
+        self.last_change[changed] = step
+        return changes
+
+    def draw(self, family: IntArray, rng: np.random.Generator) -> IntArray:
+        """The tier of each drawn task: the family's tier, or an adjacent one for a share."""
+        base = self.tier[family]
+        share = self.config.adjacent_share
+        if share <= 0:
+            return base.copy()
+        u = rng.random(family.shape[0])
+        shift = np.where(u < share / 2, -1, np.where(u < share, 1, 0))
+        top = self._catalog.n_tiers[family] - 1
+        return np.clip(base + shift, 0, top)
+
+    def set_tier(self, family: IntArray, tier: IntArray, step: int) -> None:
+        self.tier[family] = np.clip(tier, 0, self._catalog.n_tiers[family] - 1)
+        self.trials[family] = 0
+        self.successes[family] = 0
+        self.last_change[family] = step
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "tier": self.tier.copy(),
+            "trials": self.trials.copy(),
+            "successes": self.successes.copy(),
+            "last_change": self.last_change.copy(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in ("tier", "trials", "successes", "last_change"):
+            value = np.asarray(state[name], dtype=np.int64)
+            if value.shape != (self._catalog.n_families,):
+                raise ValueError(f"tiers.{name}: expected shape ({self._catalog.n_families},)")
+            setattr(self, name, value.copy())

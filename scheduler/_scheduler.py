@@ -1,0 +1,542 @@
+"""The Scheduler: draws batches from the policy's weights, learns from reported outcomes.
+
+It is a deterministic state machine. One numpy Generator, owned here, makes every random
+choice, and ``state_dict`` captures everything, so a resumed run draws exactly the batches the
+uninterrupted run would have drawn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from domains import Catalog
+from policies import (
+    ArmView,
+    Policy,
+    TierConfig,
+    TierController,
+    make_policy,
+    policy_params,
+    project_quotas,
+    smooth,
+)
+
+from ._batch import Batch, Outcome, Status
+from ._errors import ConfigError, ReportError
+from ._events import Event
+from ._state import ArmStats
+from ._variants import occurrence_rank, permuted_index
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+STATE_FORMAT = 1
+_COUNTED = (int(Status.OK), int(Status.FAILED))
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Knobs of the scheduler around the policy. Every field has a safe default."""
+
+    ema_fast: float = 0.1
+    ema_slow: float = 0.02
+    exploration_floor: float = 0.05  # uniform share mixed into the family distribution
+    temperature: float = 1.0
+    weights_every: int = 1  # recompute the policy's weights at most every k steps
+    tiers: TierConfig = field(default_factory=TierConfig)
+
+
+@dataclass(frozen=True, eq=False)
+class Weights:
+    """The current sampling distribution at three levels."""
+
+    arm: FloatArray  # float64 [n_arms], the policy's normalised raw weights
+    family: FloatArray  # float64 [n_families], after smoothing and quota projection
+    domain: FloatArray  # float64 [n_domains]
+
+
+class Scheduler:
+    """Curriculum scheduler over a Catalog of families and tiers.
+
+    >>> sched = Scheduler(catalog, policy="learning_progress", seed=0)
+    >>> batch = sched.next_batch(256)
+    >>> sched.report(batch, rewards=r, success=s)
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        policy: str | Mapping[str, Any] | Policy = "learning_progress",
+        seed: int = 0,
+        *,
+        config: SchedulerConfig | None = None,
+        **policy_options: Any,
+    ) -> None:
+        self.catalog = catalog
+        self.config = config or SchedulerConfig()
+        self.policy: Policy = make_policy(policy, **policy_options)
+        self.seed = int(seed)
+        self.rng = np.random.Generator(np.random.PCG64(self.seed))
+        self.step = 0  # number of batches drawn so far
+        self.stats = ArmStats(catalog.n_arms, self.config.ema_fast, self.config.ema_slow)
+        self.tiers = TierController(catalog, self.config.tiers)
+        self.policy_state: dict[str, Any] = self.policy.init_state(catalog)
+        self.cursor: IntArray = np.zeros(catalog.n_arms, dtype=np.int64)  # draws per arm
+        # float64 [n_families]: 1 open, 0 blocked (quarantine, open circuit breaker)
+        self.family_open: FloatArray = np.ones(catalog.n_families)
+        self._pending: dict[int, int] = {}  # batch step -> batch length, awaiting report
+        self._events: list[Event] = []
+        self._weights: Weights | None = None
+        self._cdf: FloatArray | None = None
+        self._weights_step = -(10**9)
+        self._reward_span = catalog.reward_high - catalog.reward_low
+
+    # ------------------------------------------------------------------ views
+    def view(self) -> ArmView:
+        """A read-only view of the state, as policies see it."""
+
+        def ro(a: np.ndarray) -> np.ndarray:
+            v = a.view()
+            v.setflags(write=False)
+            return v
+
+        s = self.stats
+        return ArmView(
+            catalog=self.catalog,
+            step=self.step,
+            count=ro(s.count),
+            success_fast=ro(s.success_fast),
+            success_slow=ro(s.success_slow),
+            reward_fast=ro(s.reward_fast),
+            reward_slow=ro(s.reward_slow),
+            process_fast=ro(s.process_fast),
+            process_slow=ro(s.process_slow),
+            last_step=ro(s.last_step),
+            probe_score=ro(s.probe_score),
+            probe_step=ro(s.probe_step),
+            tier=ro(self.tiers.tier),
+        )
+
+    def weights(self) -> Weights:
+        """The distribution the next batch is drawn from (recomputed only when stale)."""
+        if self._weights is None or (self.step - self._weights_step) >= self.config.weights_every:
+            self._weights = self._compute_weights()
+            self._weights_step = self.step
+            cdf = np.cumsum(self._weights.family)
+            self._cdf = cdf / cdf[-1]
+        return self._weights
+
+    def _compute_weights(self) -> Weights:
+        cat = self.catalog
+        raw = np.asarray(self.policy.weights(self.view(), self.policy_state), dtype=np.float64)
+        if raw.shape != (cat.n_arms,) or not np.all(np.isfinite(raw)) or (raw < 0).any():
+            raise ValueError(
+                f"policy {policy_params(self.policy)['name']!r} returned invalid weights: "
+                "need finite non-negative values of shape [n_arms]"
+            )
+        current = cat.arm_start[:-1] + self.tiers.tier
+        family = smooth(
+            raw[current] * cat.family_priority * cat.domain_priority[cat.domain_of_family],
+            temperature=self.config.temperature,
+            floor=self.config.exploration_floor,
+        )
+        family = project_quotas(
+            family * self.family_open,
+            cat.domain_of_family,
+            cat.domain_min_share,
+            cat.domain_max_share,
+            cat.family_max_share * self.family_open,
+        )
+        total = raw.sum()
+        arm = raw / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
+        domain = np.bincount(cat.domain_of_family, weights=family, minlength=cat.n_domains)
+        return Weights(arm=arm, family=family, domain=domain)
+
+    def _invalidate(self) -> None:
+        if self.config.weights_every <= 1:
+            self._weights = None
+
+    # ------------------------------------------------------------------ drawing
+    def next_batch(self, n: int) -> Batch:
+        """Draw ``n`` tasks: families from the weights, tiers from the controller, variants
+        by cycling each arm's pool without replacement."""
+        if n <= 0:
+            raise ValueError(f"batch size must be positive, got {n}")
+        self.weights()
+        assert self._cdf is not None
+        cat = self.catalog
+        family = np.searchsorted(self._cdf, self.rng.random(n), side="right").astype(np.int64)
+        np.minimum(family, cat.n_families - 1, out=family)
+        tier = self.tiers.draw(family, self.rng)
+        arm = cat.arm_start[family] + tier
+        position = self.cursor[arm] + occurrence_rank(arm)
+        size = cat.pool_size[arm]
+        variant = permuted_index(position % size, size, arm, position // size, self.seed)
+        self.cursor += np.bincount(arm, minlength=cat.n_arms)
+        batch = Batch(step=self.step, arm=arm, family=family, tier=tier, variant=variant, catalog=cat)
+        self._pending[self.step] = n
+        self.step += 1
+        return batch
+
+    # ------------------------------------------------------------------ feedback
+    def report(
+        self,
+        batch: Batch | Sequence[Outcome],
+        rewards: npt.ArrayLike | None = None,
+        success: npt.ArrayLike | None = None,
+        process: npt.ArrayLike | None = None,
+        cost: npt.ArrayLike | None = None,
+        status: npt.ArrayLike | Sequence[str] | None = None,
+    ) -> None:
+        """Apply the outcomes of a batch (arrays aligned with it) or a list of Outcome.
+
+        Everything is validated first; on any problem a ReportError lists them all and
+        nothing is applied.
+        """
+        if isinstance(batch, Batch):
+            arm, variant, step = batch.arm, batch.variant, batch.step
+            arrays = self._validate_batch_report(batch, rewards, success, process, cost, status)
+        else:
+            if rewards is not None or success is not None:
+                raise ReportError(["pass either a Batch with arrays or a list of Outcome"])
+            arm, variant, arrays = self._validate_outcomes(batch)
+            step = self.step - 1
+        reward, succ, proc, cst, stat = arrays
+        self._apply(step, arm, variant, reward, succ, proc, cst, stat)
+        if isinstance(batch, Batch):
+            del self._pending[batch.step]
+
+    def _validate_batch_report(
+        self,
+        batch: Batch,
+        rewards: npt.ArrayLike | None,
+        success: npt.ArrayLike | None,
+        process: npt.ArrayLike | None,
+        cost: npt.ArrayLike | None,
+        status: npt.ArrayLike | Sequence[str] | None,
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, IntArray]:
+        problems: list[str] = []
+        if batch.catalog is not self.catalog:
+            raise ReportError(["batch: drawn from another catalog"])
+        if batch.step not in self._pending:
+            why = "already reported" if batch.step < self.step else "not drawn by this scheduler"
+            raise ReportError([f"batch {batch.step}: {why}"])
+        n = len(batch)
+        if rewards is None:
+            raise ReportError(["rewards: required"])
+        columns = {
+            "rewards": rewards,
+            "success": success,
+            "process": process,
+            "cost": cost,
+        }
+        parsed: dict[str, FloatArray] = {}
+        for name, value in columns.items():
+            if value is None:
+                parsed[name] = np.full(n, np.nan)
+                continue
+            try:
+                arr = np.asarray(value, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError):
+                problems.append(f"{name}: must be numeric")
+                continue
+            if arr.shape[0] != n:
+                problems.append(f"{name}: length {arr.shape[0]} does not match the batch ({n})")
+                continue
+            parsed[name] = arr
+        stat = self._parse_status(status, n, problems)
+        if problems:
+            raise ReportError(problems)
+        reward = parsed["rewards"]
+        succ = parsed["success"]
+        if success is None:  # success defaults to "reward at the top of its range"
+            succ = (reward >= self.catalog.reward_high[batch.family]).astype(np.float64)
+        self._check_values(batch.family, reward, succ, parsed["process"], parsed["cost"], problems)
+        if problems:
+            raise ReportError(problems)
+        return reward, succ, parsed["process"], parsed["cost"], stat
+
+    @staticmethod
+    def _parse_status(
+        status: npt.ArrayLike | Sequence[str] | None, n: int, problems: list[str]
+    ) -> IntArray:
+        if status is None:
+            return np.zeros(n, dtype=np.int64)
+        values = list(status) if not isinstance(status, np.ndarray) else status.tolist()
+        if len(values) != n:
+            problems.append(f"status: length {len(values)} does not match the batch ({n})")
+            return np.zeros(n, dtype=np.int64)
+        out = np.zeros(n, dtype=np.int64)
+        for i, v in enumerate(values):
+            try:
+                out[i] = int(Status.parse(v))
+            except (KeyError, ValueError, TypeError):
+                names = ", ".join(s.name.lower() for s in Status)
+                problems.append(f"status[{i}]: must be one of {names}, got {v!r}")
+        return out
+
+    def _check_values(
+        self,
+        family: IntArray,
+        reward: FloatArray,
+        success: FloatArray,
+        process: FloatArray,
+        cost: FloatArray,
+        problems: list[str],
+    ) -> None:
+        cat = self.catalog
+        lo, hi = cat.reward_low[family], cat.reward_high[family]
+        checks = (
+            ("rewards", ~np.isfinite(reward), "must be finite"),
+            (
+                "rewards",
+                np.isfinite(reward) & ((reward < lo - 1e-9) | (reward > hi + 1e-9)),
+                "outside the family's reward_range",
+            ),
+            ("success", ~np.isfinite(success) | (success < 0) | (success > 1), "must be in [0, 1]"),
+            ("process", ~np.isnan(process) & ((process < 0) | (process > 1)), "must be in [0, 1]"),
+            ("cost", ~np.isnan(cost) & ~(np.isfinite(cost) & (cost >= 0)), "must be >= 0"),
+        )
+        for name, bad, message in checks:
+            for i in np.flatnonzero(bad)[:10].tolist():
+                value = {"rewards": reward, "success": success, "process": process, "cost": cost}[
+                    name
+                ][i]
+                extra = (
+                    f" [{lo[i]:g}, {hi[i]:g}]" if message.startswith("outside") else ""
+                )
+                problems.append(
+                    f"{name}[{i}] ({cat.family_names[family[i]]}): {message}{extra}, got {value!r}"
+                )
+            if bad.sum() > 10:
+                problems.append(f"{name}: {int(bad.sum()) - 10} more bad values")
+
+    def _validate_outcomes(
+        self, outcomes: Sequence[Outcome]
+    ) -> tuple[IntArray, IntArray, tuple[FloatArray, FloatArray, FloatArray, FloatArray, IntArray]]:
+        problems: list[str] = []
+        n = len(outcomes)
+        arm = np.zeros(n, dtype=np.int64)
+        variant = np.zeros(n, dtype=np.int64)
+        values = np.full((4, n), np.nan)
+        status: list[Any] = []
+        for i, o in enumerate(outcomes):
+            if not isinstance(o, Outcome):
+                problems.append(f"outcome[{i}]: expected Outcome, got {type(o).__name__}")
+                status.append(0)
+                continue
+            if not (isinstance(o.arm, int | np.integer) and 0 <= o.arm < self.catalog.n_arms):
+                problems.append(f"outcome[{i}].arm: unknown arm {o.arm!r}")
+            else:
+                arm[i] = o.arm
+                size = int(self.catalog.pool_size[o.arm])
+                if not (isinstance(o.variant, int | np.integer) and 0 <= o.variant < size):
+                    problems.append(
+                        f"outcome[{i}].variant: must be in [0, {size}) for arm {o.arm}, "
+                        f"got {o.variant!r}"
+                    )
+                else:
+                    variant[i] = o.variant
+            try:
+                values[:, i] = [float(o.reward), float(o.success), float(o.process), float(o.cost)]
+            except (TypeError, ValueError):
+                problems.append(f"outcome[{i}]: reward, success, process and cost must be numbers")
+            status.append(o.status)
+        stat = self._parse_status(status, n, problems)
+        if problems:
+            raise ReportError(problems)
+        family = self.catalog.family_of_arm[arm]
+        reward, succ, proc, cst = values
+        self._check_values(family, reward, succ, proc, cst, problems)
+        if problems:
+            raise ReportError(problems)
+        return arm, variant, (reward, succ, proc, cst, stat)
+
+    def _apply(
+        self,
+        step: int,
+        arm: IntArray,
+        variant: IntArray,
+        reward: FloatArray,
+        success: FloatArray,
+        process: FloatArray,
+        cost: FloatArray,
+        status: IntArray,
+    ) -> None:
+        cat = self.catalog
+        counted = np.isin(status, _COUNTED)
+        a = arm[counted]
+        family = cat.family_of_arm[a]
+        span = self._reward_span[family]
+        reward01 = (reward[counted] - cat.reward_low[family]) / span
+        touched = self.stats.update(step, a, success[counted], reward01, process[counted])
+        changes = self.tiers.observe(step, family, cat.tier_of_arm[a], success[counted])
+        for i in range(changes.family.shape[0]):  # only families whose tier changed
+            f = int(changes.family[i])
+            kind = "tier_promoted" if changes.new_tier[i] > changes.old_tier[i] else "tier_demoted"
+            self._events.append(
+                Event(
+                    step=step,
+                    kind=kind,
+                    family=cat.family_names[f],
+                    domain=cat.domain_names[int(cat.domain_of_family[f])],
+                    payload={
+                        "old_tier": int(changes.old_tier[i]),
+                        "new_tier": int(changes.new_tier[i]),
+                        "pass_rate": float(changes.pass_rate[i]),
+                        "ci": [float(changes.ci_low[i]), float(changes.ci_high[i])],
+                        "samples": int(changes.samples[i]),
+                    },
+                )
+            )
+        self.policy.observe(self.view(), self.policy_state, touched)
+        self._invalidate()
+
+    # ------------------------------------------------------------------ probes
+    def record_probe(
+        self,
+        family: str | int,
+        score: float,
+        *,
+        tier: int | None = None,
+        n: int = 1,
+        step: int | None = None,
+    ) -> None:
+        """Record a held-out score of one family at one tier (default: its current tier)."""
+        try:
+            f = self.catalog.family_id(family) if isinstance(family, str) else int(family)
+            if not 0 <= f < self.catalog.n_families:
+                raise KeyError(f"unknown family id {family!r}")
+        except KeyError as exc:
+            raise ReportError([f"probe: {exc.args[0]}"]) from None
+        t = int(self.tiers.tier[f]) if tier is None else tier
+        self.record_probes(np.array([f]), np.array([float(score)]), tiers=np.array([t]),
+                           n=np.array([n]), step=step)
+
+    def record_probes(
+        self,
+        families: npt.ArrayLike,
+        scores: npt.ArrayLike,
+        *,
+        tiers: npt.ArrayLike | None = None,
+        n: npt.ArrayLike | None = None,
+        step: int | None = None,
+    ) -> None:
+        """Record many probe points at once (aligned arrays). Validated as a whole."""
+        cat = self.catalog
+        fam = np.asarray(families, dtype=np.int64).reshape(-1)
+        sc = np.asarray(scores, dtype=np.float64).reshape(-1)
+        tr = self.tiers.tier[np.clip(fam, 0, cat.n_families - 1)] if tiers is None else np.asarray(
+            tiers, dtype=np.int64
+        ).reshape(-1)
+        nn = np.ones(fam.shape[0], dtype=np.int64) if n is None else np.asarray(
+            n, dtype=np.int64
+        ).reshape(-1)
+        problems: list[str] = []
+        if not (fam.shape == sc.shape == tr.shape == nn.shape):
+            raise ReportError(["probes: families, scores, tiers and n must have one length"])
+        bad_f = (fam < 0) | (fam >= cat.n_families)
+        problems += [f"probe[{i}].family: unknown family id {fam[i]}" for i in np.flatnonzero(bad_f)]
+        fam_ok = np.where(bad_f, 0, fam)
+        bad_t = ~bad_f & ((tr < 0) | (tr >= cat.n_tiers[fam_ok]))
+        problems += [f"probe[{i}].tier: no tier {tr[i]}" for i in np.flatnonzero(bad_t)]
+        bad_s = ~np.isfinite(sc) | (sc < 0) | (sc > 1)
+        problems += [f"probe[{i}].score: must be in [0, 1], got {sc[i]}" for i in np.flatnonzero(bad_s)]
+        problems += [f"probe[{i}].n: must be >= 1" for i in np.flatnonzero(nn < 1)]
+        if problems:
+            raise ReportError(problems)
+        arm = cat.arm_start[fam] + tr
+        at = self.step if step is None else int(step)
+        self.stats.probe_score[arm] = sc
+        self.stats.probe_n[arm] = nn
+        self.stats.probe_step[arm] = at
+        self._invalidate()
+
+    # ------------------------------------------------------------------ events
+    def drain_events(self) -> list[Event]:
+        """Events since the last call, oldest first."""
+        events, self._events = self._events, []
+        return events
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: stats, tiers, policy state, cursors, RNG."""
+        return {
+            "format": STATE_FORMAT,
+            "catalog": self.catalog.fingerprint,
+            "policy": policy_params(self.policy),
+            "config": asdict(self.config),
+            "seed": self.seed,
+            "step": self.step,
+            "rng": self.rng.bit_generator.state,
+            "stats": self.stats.state_dict(),
+            "tiers": self.tiers.state_dict(),
+            "policy_state": self.policy_state,
+            "cursor": self.cursor.copy(),
+            "family_open": self.family_open.copy(),
+            "pending": {str(k): v for k, v in self._pending.items()},
+            "events": [asdict(e) for e in self._events],
+            "cached_weights": None
+            if self._weights is None
+            else {
+                "step": self._weights_step,
+                "arm": self._weights.arm.copy(),
+                "family": self._weights.family.copy(),
+                "domain": self._weights.domain.copy(),
+            },
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a state from ``state_dict``; the next batch is the one the saved run would
+        have drawn. Raises ConfigError if the state belongs to another catalog or policy."""
+        if state.get("format") != STATE_FORMAT:
+            raise ConfigError(f"checkpoint: unknown format {state.get('format')!r}")
+        if state.get("catalog") != self.catalog.fingerprint:
+            raise ConfigError(
+                "checkpoint: made with a different catalog (the manifests changed); "
+                "resume with the same manifests or start a new run"
+            )
+        mine = policy_params(self.policy)
+        if state.get("policy") != mine:
+            raise ConfigError(
+                f"checkpoint: made with policy {state.get('policy')!r}, this scheduler runs {mine!r}"
+            )
+        try:
+            self.stats.load_state_dict(state["stats"])
+            self.tiers.load_state_dict(state["tiers"])
+            cursor = np.asarray(state["cursor"], dtype=np.int64)
+            family_open = np.asarray(state["family_open"], dtype=np.float64)
+            if cursor.shape != (self.catalog.n_arms,) or family_open.shape != (
+                self.catalog.n_families,
+            ):
+                raise ValueError("cursor or family_open has the wrong shape")
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"checkpoint: {exc}") from None
+        self.cursor = cursor.copy()
+        self.family_open = family_open.copy()
+        self.seed = int(state["seed"])
+        self.step = int(state["step"])
+        self.rng.bit_generator.state = state["rng"]
+        self.policy_state = dict(state["policy_state"])
+        self._pending = {int(k): int(v) for k, v in state["pending"].items()}
+        self._events = [Event(**e) for e in state["events"]]
+        cached = state.get("cached_weights")
+        if cached is None:
+            self._weights, self._cdf, self._weights_step = None, None, -(10**9)
+        else:
+            self._weights = Weights(
+                arm=np.asarray(cached["arm"], dtype=np.float64),
+                family=np.asarray(cached["family"], dtype=np.float64),
+                domain=np.asarray(cached["domain"], dtype=np.float64),
+            )
+            self._weights_step = int(cached["step"])
+            cdf = np.cumsum(self._weights.family)
+            self._cdf = cdf / cdf[-1]
