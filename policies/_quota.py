@@ -70,9 +70,9 @@ def waterfill(
         zero = np.flatnonzero((score <= 0) & needy[group])
         if zero.size:
             zg = group[zero]
-            inner_total = np.bincount(zg, weights=lo[zero], minlength=n_groups) + np.where(
-                needy, deficit, 0.0
-            )
+            inner_total = np.asarray(
+                np.bincount(zg, weights=lo[zero], minlength=n_groups), dtype=np.float64
+            ) + np.where(needy, deficit, 0.0)
             x[zero] = waterfill(np.ones(zero.size), lo[zero], hi[zero], inner_total, zg)
     return x
 
@@ -84,15 +84,27 @@ def project_quotas(
     domain_max: FloatArray,
     family_cap: FloatArray,
 ) -> FloatArray:
-    """Family sampling probabilities closest to ``family_weight`` that respect every quota.
+    """The KL projection of ``family_weight`` onto every quota at once.
+
+    By the KKT conditions the answer is p_f = min(cap_f, c_d * w_f) with one multiplier per
+    domain: c_d = c for domains whose share is free, and whatever puts the domain exactly at
+    its min or max share otherwise. So a global c is found by bisection on
+    sum_d clip(S_d(c), min_d, max_d) = 1, where S_d(c) = sum_f min(cap_f, c * w_f), and each
+    domain's families are then water-filled exactly to its share.
 
     A family with cap 0 (quarantined, circuit open) gets nothing; a domain whose open families
     cannot hold its min_share gets what they can hold. Raises ValueError if no distribution
     fits (the manifests loader rejects such quota sets at load time).
     """
     n_domains = domain_min.shape[0]
-    w = np.clip(family_weight, 0.0, None)
-    w = w / w.sum() if w.sum() > 0 else np.full(w.shape, 1.0 / w.shape[0])
+    w = np.clip(np.nan_to_num(family_weight, nan=0.0), 0.0, None)
+    open_ = family_cap > 0
+    w = np.where(open_, w, 0.0)
+    if w.sum() <= 0:
+        w = open_.astype(np.float64)
+    w = w / w.sum()
+    # An open family with zero weight can still take mass a domain minimum forces on it.
+    w = np.where(open_ & (w <= 0), 1e-12, w)
     capacity = np.bincount(domain_of_family, weights=family_cap, minlength=n_domains)
     hi = np.minimum(domain_max, capacity)
     lo = np.minimum(domain_min, hi)
@@ -101,8 +113,77 @@ def project_quotas(
             f"quotas are infeasible: sum of min shares {lo.sum():.4f}, "
             f"sum of reachable max shares {hi.sum():.4f}"
         )
-    domain_mass = np.bincount(domain_of_family, weights=w, minlength=n_domains)
-    zeros = np.zeros(n_domains, dtype=np.int64)
-    domain_share = waterfill(domain_mass, lo, hi, np.array([1.0]), zeros)
+
+    domain_share = _domain_shares(w, domain_of_family, lo, hi, family_cap)
     p = waterfill(w, np.zeros_like(w), family_cap, domain_share, domain_of_family)
-    return p / p.sum()
+    result: FloatArray = p / p.sum()
+    return result
+
+
+_DENSE_LIMIT = 4_000_000  # breakpoints x domains above which bisection replaces the sweep
+
+
+def _domain_shares(
+    w: FloatArray, domain_of_family: IntArray, lo: FloatArray, hi: FloatArray, cap: FloatArray
+) -> FloatArray:
+    """Solve sum_d clip(S_d(c), lo_d, hi_d) = 1 for the domain shares.
+
+    S_d(c) is piecewise linear with a breakpoint where a family reaches its cap (c = cap/w).
+    The sweep evaluates the sum at every breakpoint at once ([breakpoints x domains] cumulative
+    sums), finds the segment that crosses 1, where every S_d is linear, and solves that segment
+    exactly with ``waterfill``. Very large catalogs fall back to bisection on log c.
+    """
+    n_domains = lo.shape[0]
+    pos = np.flatnonzero(w > 0)
+    if pos.size * n_domains > _DENSE_LIMIT:
+        return _domain_shares_bisect(w, domain_of_family, lo, hi, cap)
+    breaks = cap[pos] / w[pos]
+    order = np.argsort(breaks, kind="stable")
+    fam = pos[order]
+    c = breaks[order]
+    dom = domain_of_family[fam]
+    rows = np.arange(fam.size)
+    saturated_cap = np.zeros((fam.size, n_domains))
+    saturated_cap[rows, dom] = cap[fam]
+    np.cumsum(saturated_cap, axis=0, out=saturated_cap)
+    saturated_w = np.zeros((fam.size, n_domains))
+    saturated_w[rows, dom] = w[fam]
+    np.cumsum(saturated_w, axis=0, out=saturated_w)
+    total_w = np.bincount(dom, weights=w[fam], minlength=n_domains)
+    held = c[:, None] * (total_w - saturated_w) + saturated_cap
+    reached = np.flatnonzero(np.clip(held, lo, hi).sum(axis=1) >= 1.0 - 1e-12)
+    k = int(reached[0]) if reached.size else fam.size
+    alpha = total_w - (saturated_w[k - 1] if k > 0 else 0.0)
+    beta = saturated_cap[k - 1] if k > 0 else np.zeros(n_domains)
+    fixed = np.clip(0.0, lo - beta, hi - beta)
+    linear = alpha > 0
+    low = np.where(linear, lo - beta, fixed)
+    high = np.where(linear, hi - beta, fixed)
+    zeros = np.zeros(n_domains, dtype=np.int64)
+    shift = waterfill(alpha, low, high, np.array([1.0 - beta.sum()]), zeros)
+    share: FloatArray = shift + beta
+    normalised: FloatArray = share / share.sum()
+    return normalised
+
+
+def _domain_shares_bisect(
+    w: FloatArray, domain_of_family: IntArray, lo: FloatArray, hi: FloatArray, cap: FloatArray
+) -> FloatArray:
+    n_domains = lo.shape[0]
+
+    def shares(log_c: float) -> FloatArray:
+        held = np.minimum(cap, np.exp(log_c) * w)
+        return np.clip(np.bincount(domain_of_family, weights=held, minlength=n_domains), lo, hi)
+
+    positive = w > 0
+    lo_c = float(np.log(w[positive].min())) - 50.0
+    hi_c = float(np.log((cap[positive] / w[positive]).max())) + 1.0
+    for _ in range(80):
+        mid = 0.5 * (lo_c + hi_c)
+        if shares(mid).sum() < 1.0:
+            lo_c = mid
+        else:
+            hi_c = mid
+    share = shares(hi_c)
+    result: FloatArray = share / share.sum()
+    return result

@@ -75,7 +75,9 @@ def make_policy(spec: str | Mapping[str, Any] | Policy, **options: Any) -> Polic
     if isinstance(spec, Mapping):
         options = {**{k: v for k, v in spec.items() if k != "name"}, **options}
         if "name" not in spec:
-            raise PolicyConfigError(f"policy: a mapping needs a 'name' (one of {available_policies()})")
+            raise PolicyConfigError(
+                f"policy: a mapping needs a 'name' (one of {available_policies()})"
+            )
         spec = str(spec["name"])
     try:
         factory = _REGISTRY[spec]

@@ -25,4 +25,5 @@ def smooth(
     total = w.sum()
     n = w.shape[0]
     p = w / total if total > 0 else np.full(n, 1.0 / n)
-    return (1.0 - floor) * p + floor / n
+    result: npt.NDArray[np.float64] = (1.0 - floor) * p + floor / n
+    return result

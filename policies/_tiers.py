@@ -31,6 +31,7 @@ class TierConfig:
     cooldown_steps: int = 5
     adjacent_share: float = 0.1  # share of draws taken from the tiers just below and above
     start_tier: int = 0
+    window: int = 128  # counts at a tier are scaled down past this, so old results fade out
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.demote_at < self.promote_at <= 1.0:
@@ -40,6 +41,8 @@ class TierConfig:
             )
         if not 0.0 <= self.adjacent_share <= 1.0:
             raise ValueError(f"tiers: adjacent_share must be in [0, 1], got {self.adjacent_share}")
+        if self.window < self.min_samples:
+            raise ValueError(f"tiers: window ({self.window}) must be >= min_samples")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"tiers: confidence must be in (0, 1), got {self.confidence}")
 
@@ -54,7 +57,7 @@ class TierChanges:
     pass_rate: FloatArray
     ci_low: FloatArray
     ci_high: FloatArray
-    samples: IntArray
+    samples: FloatArray
 
 
 class TierController:
@@ -65,8 +68,9 @@ class TierController:
         self._catalog = catalog
         top = catalog.n_tiers - 1
         self.tier: IntArray = np.minimum(self.config.start_tier, top)  # int64 [n_families]
-        self.trials: IntArray = np.zeros(catalog.n_families, dtype=np.int64)  # at current tier
-        self.successes: IntArray = np.zeros(catalog.n_families, dtype=np.int64)
+        # float64 [n_families]: (decayed) episodes and successes at the current tier
+        self.trials: FloatArray = np.zeros(catalog.n_families)
+        self.successes: FloatArray = np.zeros(catalog.n_families)
         self.last_change: IntArray = np.full(catalog.n_families, -(10**9), dtype=np.int64)
 
     def observe(
@@ -77,10 +81,13 @@ class TierController:
         at_current = tier == self.tier[family]
         fam = family[at_current]
         self.trials += np.bincount(fam, minlength=n_fam)
-        self.successes += np.bincount(
-            fam, weights=(success[at_current] > 0.5), minlength=n_fam
-        ).astype(np.int64)
+        self.successes += np.bincount(fam, weights=(success[at_current] > 0.5), minlength=n_fam)
         cfg = self.config
+        full = self.trials > cfg.window
+        if full.any():
+            scale = cfg.window / self.trials[full]
+            self.trials[full] *= scale
+            self.successes[full] *= scale
         ready = (self.trials >= cfg.min_samples) & (step - self.last_change >= cfg.cooldown_steps)
         # A bound can only clear a threshold the point estimate clears: test those alone.
         chance_all = self._catalog.chance_success
@@ -89,9 +96,10 @@ class TierController:
         candidates = np.flatnonzero(ready)
         empty = np.zeros(0, dtype=np.int64)
         if candidates.size == 0:
-            return TierChanges(empty, empty, empty, empty * 1.0, empty * 1.0, empty * 1.0, empty)
-        s = self.successes[candidates].astype(np.float64)
-        n = self.trials[candidates].astype(np.float64)
+            nothing = np.zeros(0)
+            return TierChanges(empty, empty, empty, nothing, nothing, nothing, nothing)
+        s = self.successes[candidates]
+        n = self.trials[candidates]
         low, high = binomial_interval(s, n, cfg.confidence)
         chance = self._catalog.chance_success[candidates]
         norm_low = (low - chance) / (1.0 - chance)
@@ -144,7 +152,8 @@ class TierController:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in ("tier", "trials", "successes", "last_change"):
-            value = np.asarray(state[name], dtype=np.int64)
+            dtype = np.float64 if name in ("trials", "successes") else np.int64
+            value = np.asarray(state[name], dtype=dtype)
             if value.shape != (self._catalog.n_families,):
                 raise ValueError(f"tiers.{name}: expected shape ({self._catalog.n_families},)")
             setattr(self, name, value.copy())

@@ -157,7 +157,10 @@ class Scheduler:
         )
         total = raw.sum()
         arm = raw / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
-        domain = np.bincount(cat.domain_of_family, weights=family, minlength=cat.n_domains)
+        domain = np.asarray(
+            np.bincount(cat.domain_of_family, weights=family, minlength=cat.n_domains),
+            dtype=np.float64,
+        )
         return Weights(arm=arm, family=family, domain=domain)
 
     def _invalidate(self) -> None:
@@ -181,7 +184,9 @@ class Scheduler:
         size = cat.pool_size[arm]
         variant = permuted_index(position % size, size, arm, position // size, self.seed)
         self.cursor += np.bincount(arm, minlength=cat.n_arms)
-        batch = Batch(step=self.step, arm=arm, family=family, tier=tier, variant=variant, catalog=cat)
+        batch = Batch(
+            step=self.step, arm=arm, family=family, tier=tier, variant=variant, catalog=cat
+        )
         self._pending[self.step] = n
         self.step += 1
         return batch
@@ -208,7 +213,7 @@ class Scheduler:
             if rewards is not None or success is not None:
                 raise ReportError(["pass either a Batch with arrays or a list of Outcome"])
             arm, variant, arrays = self._validate_outcomes(batch)
-            step = self.step - 1
+            step = max(self.step - 1, 0)  # the latest batch's step
         reward, succ, proc, cst, stat = arrays
         self._apply(step, arm, variant, reward, succ, proc, cst, stat)
         if isinstance(batch, Batch):
@@ -270,7 +275,7 @@ class Scheduler:
     ) -> IntArray:
         if status is None:
             return np.zeros(n, dtype=np.int64)
-        values = list(status) if not isinstance(status, np.ndarray) else status.tolist()
+        values: list[Any] = status.tolist() if isinstance(status, np.ndarray) else list(status)  # type: ignore[arg-type]
         if len(values) != n:
             problems.append(f"status: length {len(values)} does not match the batch ({n})")
             return np.zeros(n, dtype=np.int64)
@@ -310,9 +315,7 @@ class Scheduler:
                 value = {"rewards": reward, "success": success, "process": process, "cost": cost}[
                     name
                 ][i]
-                extra = (
-                    f" [{lo[i]:g}, {hi[i]:g}]" if message.startswith("outside") else ""
-                )
+                extra = f" [{lo[i]:g}, {hi[i]:g}]" if message.startswith("outside") else ""
                 problems.append(
                     f"{name}[{i}] ({cat.family_names[family[i]]}): {message}{extra}, got {value!r}"
                 )
@@ -393,7 +396,7 @@ class Scheduler:
                         "new_tier": int(changes.new_tier[i]),
                         "pass_rate": float(changes.pass_rate[i]),
                         "ci": [float(changes.ci_low[i]), float(changes.ci_high[i])],
-                        "samples": int(changes.samples[i]),
+                        "samples": round(float(changes.samples[i]), 1),
                     },
                 )
             )
@@ -418,8 +421,9 @@ class Scheduler:
         except KeyError as exc:
             raise ReportError([f"probe: {exc.args[0]}"]) from None
         t = int(self.tiers.tier[f]) if tier is None else tier
-        self.record_probes(np.array([f]), np.array([float(score)]), tiers=np.array([t]),
-                           n=np.array([n]), step=step)
+        self.record_probes(
+            np.array([f]), np.array([float(score)]), tiers=np.array([t]), n=np.array([n]), step=step
+        )
 
     def record_probes(
         self,
@@ -434,22 +438,30 @@ class Scheduler:
         cat = self.catalog
         fam = np.asarray(families, dtype=np.int64).reshape(-1)
         sc = np.asarray(scores, dtype=np.float64).reshape(-1)
-        tr = self.tiers.tier[np.clip(fam, 0, cat.n_families - 1)] if tiers is None else np.asarray(
-            tiers, dtype=np.int64
-        ).reshape(-1)
-        nn = np.ones(fam.shape[0], dtype=np.int64) if n is None else np.asarray(
-            n, dtype=np.int64
-        ).reshape(-1)
+        tr = (
+            self.tiers.tier[np.clip(fam, 0, cat.n_families - 1)]
+            if tiers is None
+            else np.asarray(tiers, dtype=np.int64).reshape(-1)
+        )
+        nn = (
+            np.ones(fam.shape[0], dtype=np.int64)
+            if n is None
+            else np.asarray(n, dtype=np.int64).reshape(-1)
+        )
         problems: list[str] = []
         if not (fam.shape == sc.shape == tr.shape == nn.shape):
             raise ReportError(["probes: families, scores, tiers and n must have one length"])
         bad_f = (fam < 0) | (fam >= cat.n_families)
-        problems += [f"probe[{i}].family: unknown family id {fam[i]}" for i in np.flatnonzero(bad_f)]
+        problems += [
+            f"probe[{i}].family: unknown family id {fam[i]}" for i in np.flatnonzero(bad_f)
+        ]
         fam_ok = np.where(bad_f, 0, fam)
         bad_t = ~bad_f & ((tr < 0) | (tr >= cat.n_tiers[fam_ok]))
         problems += [f"probe[{i}].tier: no tier {tr[i]}" for i in np.flatnonzero(bad_t)]
         bad_s = ~np.isfinite(sc) | (sc < 0) | (sc > 1)
-        problems += [f"probe[{i}].score: must be in [0, 1], got {sc[i]}" for i in np.flatnonzero(bad_s)]
+        problems += [
+            f"probe[{i}].score: must be in [0, 1], got {sc[i]}" for i in np.flatnonzero(bad_s)
+        ]
         problems += [f"probe[{i}].n: must be >= 1" for i in np.flatnonzero(nn < 1)]
         if problems:
             raise ReportError(problems)
@@ -507,7 +519,8 @@ class Scheduler:
         mine = policy_params(self.policy)
         if state.get("policy") != mine:
             raise ConfigError(
-                f"checkpoint: made with policy {state.get('policy')!r}, this scheduler runs {mine!r}"
+                f"checkpoint: made with policy {state.get('policy')!r}, "
+                f"this scheduler runs {mine!r}"
             )
         try:
             self.stats.load_state_dict(state["stats"])

@@ -31,6 +31,7 @@ class TierSettings(BaseModel):
     cooldown_steps: int = Field(5, ge=0)
     adjacent_share: float = Field(0.1, ge=0, le=1)
     start_tier: int = Field(0, ge=0)
+    window: int = Field(128, ge=1)
 
 
 class Settings(BaseSettings):
@@ -113,7 +114,7 @@ class Settings(BaseSettings):
                 "\n".join(lines) + "\n(values come from the config file, CURRICULUM_* "
                 "environment variables and command-line flags)"
             ) from None
-        return loaded  # type: ignore[no-any-return]
+        return loaded
 
 
 def _check_yaml(path: Path) -> None:

@@ -100,5 +100,7 @@ class ArmStats:
             dtype = np.float64 if name in _FLOAT_FIELDS else np.int64
             value = np.asarray(state[name], dtype=dtype)
             if value.shape != (self.n_arms,):
-                raise ValueError(f"stats.{name}: expected shape ({self.n_arms},), got {value.shape}")
+                raise ValueError(
+                    f"stats.{name}: expected shape ({self.n_arms},), got {value.shape}"
+                )
             setattr(self, name, value.copy())

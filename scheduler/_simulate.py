@@ -1,0 +1,181 @@
+"""The main job: a scheduler drives the simulated learner, step after step.
+
+A SimulationRun is one (scheduler, learner) pair plus the running totals behind the final
+table. Its state_dict covers all three, so a run killed mid-way resumes to the same result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from domains import Catalog
+from policies import policy_params
+
+from ._batch import Batch
+from ._scheduler import Scheduler
+from ._settings import Settings
+from .backends import BatchOutcomes, FamilyKind, SimulatedLearner, SimulatedLearnerConfig
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, eq=False)
+class RunSummary:
+    """What one run achieved. Scores are the learner's true held-out scores (no probe noise),
+    over the families that can be learned at all (impossible and noise families excluded)."""
+
+    policy: str
+    steps: int
+    episodes: int
+    final_score: float  # mean chance-normalised held-out score at the end
+    p10: float  # 10th percentile of that score across families
+    auc: float  # mean of the score curve over the run (area under it, normalised)
+    waste: float  # share of episodes on impossible, noise, hackable or mastered tasks
+    seconds: float
+    curve_steps: npt.NDArray[np.int64]
+    curve: FloatArray  # mean score at each probe round
+
+    def steps_to(self, target: float) -> int | None:
+        """First step at which the mean score reached ``target`` (None if never)."""
+        hit = np.flatnonzero(self.curve >= target)
+        return int(self.curve_steps[hit[0]]) if hit.size else None
+
+
+StepHook = Callable[["SimulationRun", Batch, BatchOutcomes], None]
+
+
+class SimulationRun:
+    """A scheduler and a simulated learner on one seed, stepped together."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        settings: Settings,
+        policy: str | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.settings = settings
+        name = policy or settings.policy
+        options = settings.policy_options if name == settings.policy else {}
+        self.scheduler = Scheduler(
+            catalog, name, seed=settings.seed, config=settings.scheduler_config(), **options
+        )
+        self.learner = SimulatedLearner(
+            catalog, seed=settings.seed, config=SimulatedLearnerConfig(**settings.simulator)
+        )
+        kind = self.learner.family_kind
+        self.scored = ~np.isin(kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
+        self.episodes = 0
+        self.wasted = 0
+        self.seconds = 0.0
+        self.curve_steps: list[int] = []
+        self.curve: list[float] = []
+        self.last_probe: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def step(self) -> int:
+        return self.scheduler.step
+
+    @property
+    def policy_name(self) -> str:
+        return str(policy_params(self.scheduler.policy)["name"])
+
+    def score(self) -> FloatArray:
+        """True held-out score of every scored family."""
+        result: FloatArray = self.learner.true_score()[self.scored]
+        return result
+
+    def advance(self) -> tuple[Batch, BatchOutcomes]:
+        """One training step, then a probe round if one is due."""
+        start = time.perf_counter()
+        sched = self.scheduler
+        batch = sched.next_batch(self.settings.batch_size)
+        out = self.learner.run(batch)
+        sched.report(
+            batch,
+            rewards=out.reward,
+            success=out.success,
+            process=out.process,
+            cost=out.cost,
+            status=out.status,
+        )
+        self.episodes += len(batch)
+        self.wasted += int(self.learner.wasted(batch.family, batch.tier).sum())
+        if sched.step % self.settings.probe_every == 0 or sched.step == 1:
+            self.probe()
+        self.seconds += time.perf_counter() - start
+        return batch, out
+
+    def probe(self) -> None:
+        """Probe every family at its current tier and record the curve point."""
+        families = np.arange(self.catalog.n_families)
+        tiers = self.scheduler.tiers.tier.copy()
+        scores, n = self.learner.probe_many(families, tiers)
+        self.scheduler.record_probes(families, scores, tiers=tiers, n=n)
+        self.last_probe = (tiers, scores, n)
+        self.curve_steps.append(self.scheduler.step)
+        self.curve.append(float(self.score().mean()))
+
+    def summary(self) -> RunSummary:
+        score = self.score()
+        curve = np.asarray(self.curve)
+        return RunSummary(
+            policy=self.policy_name,
+            steps=self.scheduler.step,
+            episodes=self.episodes,
+            final_score=float(score.mean()),
+            p10=float(np.percentile(score, 10)),
+            auc=float(curve.mean()) if curve.size else float("nan"),
+            waste=self.wasted / max(self.episodes, 1),
+            seconds=self.seconds,
+            curve_steps=np.asarray(self.curve_steps, dtype=np.int64),
+            curve=curve,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "scheduler": self.scheduler.state_dict(),
+            "learner": self.learner.state_dict(),
+            "totals": {
+                "episodes": self.episodes,
+                "wasted": self.wasted,
+                "seconds": self.seconds,
+                "curve_steps": np.asarray(self.curve_steps, dtype=np.int64),
+                "curve": np.asarray(self.curve, dtype=np.float64),
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.learner.load_state_dict(state["learner"])
+        totals = state["totals"]
+        self.episodes = int(totals["episodes"])
+        self.wasted = int(totals["wasted"])
+        self.seconds = float(totals["seconds"])
+        self.curve_steps = [int(s) for s in np.asarray(totals["curve_steps"]).tolist()]
+        self.curve = [float(c) for c in np.asarray(totals["curve"]).tolist()]
+
+
+def run_simulation(
+    catalog: Catalog,
+    settings: Settings,
+    policy: str | None = None,
+    *,
+    steps: int | None = None,
+    on_step: StepHook | None = None,
+    run: SimulationRun | None = None,
+) -> RunSummary:
+    """Run (or continue) a simulation to ``steps`` total steps and summarise it."""
+    sim = run or SimulationRun(catalog, settings, policy)
+    target = settings.steps if steps is None else steps
+    while sim.step < target:
+        batch, out = sim.advance()
+        if on_step is not None:
+            on_step(sim, batch, out)
+    return sim.summary()

@@ -1,0 +1,160 @@
+"""The `curriculum` command. Only this module prints.
+
+Exit codes: 0 success, 2 bad input (a CurriculumError: manifest, config, flag, checkpoint),
+1 an unexpected error (one line, and --debug for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from domains import CurriculumError, ManifestError
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # bad flags: a clear message and exit code 2
+        self.print_usage(sys.stderr)
+        err.print(f"{self.prog}: error: {message}")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from domains import load_catalog
+
+    try:
+        catalog = load_catalog(*args.paths)
+    except ManifestError as exc:
+        files = {p.file for p in exc.problems}
+        for problem in exc.problems:
+            err.print(str(problem), markup=False)
+        err.print(f"{len(exc.problems)} problem(s) in {len(files)} file(s)")
+        return EXIT_BAD_INPUT
+    s = catalog.summary()
+    out.print(
+        f"ok: {len(catalog.sources)} file(s), {s['domains']} domains, {s['families']} families, "
+        f"{s['arms']} arms (family x tier), {s['variants']} variants, "
+        f"{s['probe_items']} probe items"
+    )
+    out.print(
+        f"quotas feasible: sum of min_share {s['min_share_sum']:.3f} <= 1 <= "
+        f"sum of max_share {s['max_share_sum']:.3f}"
+    )
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from domains import manifest_json_schema
+
+    sys.stdout.write(json.dumps(manifest_json_schema(), indent=2) + "\n")
+    return EXIT_OK
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from ._main_job import main_job
+
+    return main_job(args, out, err)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ._report import print_report
+
+    return print_report(args.db, args.run, out, limit=args.events)
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from ._settings import Settings
+    from .tracking import start_ui_server
+
+    uri = args.tracking_uri or Settings.load(args.config).tracking_uri
+    server = start_ui_server(uri, port=args.port)
+    out.print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C to stop)")
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="curriculum", description="Curriculum scheduler for RL post-training.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("validate", help="check domain manifests and print a summary")
+    p.add_argument("paths", nargs="+", help="manifest files, directories or globs")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of a manifest file")
+    p.set_defaults(func=_cmd_schema)
+
+    p = sub.add_parser("simulate", help="run the scheduler on the simulated learner")
+    p.add_argument("--config", help="settings YAML (default: configs/scheduler.yaml if present)")
+    p.add_argument("--steps", type=int, help="training steps")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--policy", help="policy name")
+    p.add_argument("--baseline", help="policy to compare against (default uniform)")
+    p.add_argument("--batch-size", type=int, dest="batch_size")
+    p.add_argument("--domains", nargs="+", help="manifest paths (default: configs/domains)")
+    p.add_argument("--db", help="store URL (default sqlite:///curriculum.db)")
+    p.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI")
+    p.add_argument("--run-name", dest="run_name")
+    p.add_argument("--resume", action="store_true", help="continue the run from its checkpoint")
+    p.add_argument("--no-baseline", action="store_true", help="skip the baseline run")
+    p.add_argument("--no-store", action="store_true", help="do not write the run to the store")
+    p.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_simulate)
+
+    p = sub.add_parser("report", help="summarise a run read back from the store")
+    p.add_argument("run", nargs="?", help="run name (default: the latest run)")
+    p.add_argument("--db", default=None, help="store URL (default from settings)")
+    p.add_argument("--events", type=int, default=20, help="how many recent events to show")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("ui", help="start the MLflow UI on the run's tracking store")
+    p.add_argument("--tracking-uri", dest="tracking_uri")
+    p.add_argument("--config")
+    p.add_argument("--port", type=int, default=5000)
+    p.set_defaults(func=_cmd_ui)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        code: int = args.func(args)
+    except CurriculumError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        err.print(
+            f"error: unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            markup=False,
+        )
+        return EXIT_ERROR
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from domains import Catalog
+from policies import (
+    LearningProgress,
+    PolicyConfigError,
+    TierConfig,
+    TierController,
+    available_policies,
+    binomial_interval,
+    make_policy,
+    policy_params,
+    smooth,
+)
+from scheduler import Outcome, Scheduler
+
+
+def test_registry_builds_by_name_and_mapping() -> None:
+    assert {"uniform", "static", "learning_progress"} <= set(available_policies())
+    lp = make_policy({"name": "learning_progress", "min_samples": 4})
+    assert isinstance(lp, LearningProgress) and lp.min_samples == 4
+    assert policy_params(lp)["name"] == "learning_progress"
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("nope", "unknown policy 'nope'"),
+        ({"min_samples": 3}, "needs a 'name'"),
+        ({"name": "learning_progress", "speed": 3}, r"unknown option\(s\) \['speed'\]"),
+        ({"name": "learning_progress", "signal": "vibes"}, "signal must be"),
+    ],
+)
+def test_registry_errors_are_clear(spec: object, match: str) -> None:
+    with pytest.raises(PolicyConfigError, match=match):
+        make_policy(spec)  # type: ignore[arg-type]
+
+
+def test_smooth_floor_and_temperature() -> None:
+    w = np.array([0.0, 1.0, 3.0])
+    p = smooth(w, floor=0.3)
+    assert p.sum() == pytest.approx(1.0) and p.min() == pytest.approx(0.1)
+    sharp = smooth(w, temperature=0.5)
+    assert sharp[2] / sharp[1] == pytest.approx(9.0)
+    np.testing.assert_allclose(smooth(np.zeros(4)), 0.25)
+
+
+def _view_after(success_by_family: dict[int, np.ndarray], chance: float = 0.0) -> np.ndarray:
+    """LP scores after feeding each family a success sequence, one outcome per step."""
+    cat = Catalog.synthetic(1, len(success_by_family), 1, chance_success=chance)
+    sched = Scheduler(cat, "uniform", seed=0)
+    steps = len(next(iter(success_by_family.values())))
+    for t in range(steps):
+        sched.report(
+            [
+                Outcome(arm=f, variant=0, reward=float(s[t]), success=float(s[t]))
+                for f, s in success_by_family.items()
+            ]
+        )
+    return LearningProgress(min_samples=0).weights(sched.view(), {})
+
+
+def test_learning_progress_prefers_learning_over_noise_and_mastery() -> None:
+    rng = np.random.default_rng(0)
+    t = np.arange(300)
+    learning = (rng.random(300) < np.clip(t / 300, 0, 1)).astype(float)
+    coin = (rng.random(300) < 0.5).astype(float)
+    mastered = np.ones(300)
+    impossible = np.zeros(300)
+    lp = _view_after({0: learning, 1: coin, 2: mastered, 3: impossible}, chance=0.0)
+    assert lp[0] > lp[2] and lp[0] > lp[3]
+    assert lp[2] == 0.0 and lp[3] == 0.0
+
+
+def test_chance_normalisation_silences_guessing() -> None:
+    rng = np.random.default_rng(1)
+    guess = (rng.random(400) < 0.25).astype(float)  # 4-way multiple choice at chance
+    lp = _view_after({0: guess}, chance=0.25)
+    raw = _view_after({0: guess}, chance=0.0)
+    assert lp[0] < raw[0]
+
+
+def test_unexplored_arms_get_optimism() -> None:
+    cat = Catalog.synthetic(1, 3, 1)
+    sched = Scheduler(cat, "uniform")
+    w = LearningProgress(min_samples=5, optimism=2.0).weights(sched.view(), {})
+    np.testing.assert_allclose(w, 2.0)
+
+
+def test_binomial_interval_is_jeffreys() -> None:
+    s = np.array([0.0, 3.0, 10.0, 50.0])
+    n = np.array([10.0, 10.0, 10.0, 60.0])
+    low, high = binomial_interval(s, n, 0.9)
+    expected_low = stats.beta.ppf(0.05, s + 0.5, n - s + 0.5)
+    expected_high = stats.beta.ppf(0.95, s + 0.5, n - s + 0.5)
+    np.testing.assert_allclose(low[1:], expected_low[1:])
+    np.testing.assert_allclose(high[:2], expected_high[:2])
+    assert low[0] == 0.0 and high[2] == 1.0
+
+
+def test_tier_controller_hysteresis_and_cooldown() -> None:
+    cat = Catalog.synthetic(1, 1, 3)
+    ctl = TierController(cat, TierConfig(min_samples=20, cooldown_steps=3, adjacent_share=0.0))
+    fam = np.zeros(10, dtype=np.int64)
+    # A pass rate of 0.5 sits between the thresholds: no move, however long.
+    for step in range(50):
+        ctl.observe(step, fam, np.zeros(10, dtype=np.int64), np.r_[np.ones(5), np.zeros(5)])
+    assert ctl.tier[0] == 0
+    step = 50
+    while ctl.tier[0] == 0:
+        ctl.observe(step, fam, np.zeros(10, dtype=np.int64), np.ones(10))
+        step += 1
+    promoted_at = step - 1
+    # Counts restart at the new tier, and the cool-down holds it there for a few steps.
+    assert ctl.trials[0] == 0
+    for s in range(promoted_at + 1, promoted_at + 3):
+        changes = ctl.observe(s, fam, np.ones(10, dtype=np.int64), np.zeros(10))
+        assert changes.family.size == 0
+
+
+def test_tier_draws_mix_adjacent_tiers() -> None:
+    cat = Catalog.synthetic(1, 1, 3)
+    ctl = TierController(cat, TierConfig(adjacent_share=0.2, start_tier=1))
+    tiers = ctl.draw(np.zeros(20_000, dtype=np.int64), np.random.default_rng(0))
+    share = np.bincount(tiers, minlength=3) / tiers.size
+    assert share[1] == pytest.approx(0.8, abs=0.02)
+    assert share[0] == pytest.approx(0.1, abs=0.01) and share[2] == pytest.approx(0.1, abs=0.01)

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize
+
+from policies import project_quotas, waterfill
+
+
+def _reference(score: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: float) -> np.ndarray:
+    """One group solved by root finding on the multiplier (scipy's brentq)."""
+    pos = score > 0
+
+    def excess(log_c: float) -> float:
+        x = np.where(pos, np.clip(np.exp(log_c) * score, lo, hi), lo)
+        return float(x.sum() - total)
+
+    if excess(60.0) < 0:  # the positive items saturate; zero-score items take the rest
+        x = np.where(pos, hi, lo)
+        zero = ~pos
+        x[zero] = _reference(np.ones(zero.sum()), lo[zero], hi[zero], total - x[pos].sum())
+        return x
+    log_c = optimize.brentq(excess, -60.0, 60.0, xtol=1e-14)
+    return np.where(pos, np.clip(np.exp(log_c) * score, lo, hi), lo)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_waterfill_matches_root_finding(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 12))
+    seed = data.draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    score = rng.random(n) * (rng.random(n) > 0.3)
+    lo = rng.random(n) * 0.1
+    hi = lo + rng.random(n) * 0.5
+    total = float(lo.sum() + rng.random() * (hi.sum() - lo.sum()))
+    x = waterfill(score, lo, hi, np.array([total]), np.zeros(n, dtype=np.int64))
+    assert x.sum() == pytest.approx(total, abs=1e-9)
+    assert (x >= lo - 1e-12).all() and (x <= hi + 1e-12).all()
+    np.testing.assert_allclose(x, _reference(score, lo, hi, total), atol=1e-7)
+
+
+def test_waterfill_solves_every_group_independently() -> None:
+    rng = np.random.default_rng(0)
+    group = np.sort(rng.integers(0, 5, 40))
+    score, lo = rng.random(40), np.zeros(40)
+    hi = np.full(40, 0.2)
+    total = np.bincount(group, hi, 5) * 0.5
+    x = waterfill(score, lo, hi, total, group)
+    for g in range(5):
+        m = group == g
+        np.testing.assert_allclose(x[m], _reference(score[m], lo[m], hi[m], total[g]), atol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 8), st.integers(1, 8))
+def test_projection_respects_every_quota(seed: int, n_domains: int, per_domain: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = n_domains * per_domain
+    dof = np.repeat(np.arange(n_domains), per_domain)
+    lo = rng.dirichlet(np.ones(n_domains)) * rng.uniform(0, 1)
+    hi = np.minimum(1.0, lo + rng.uniform(0, 1, n_domains))
+    if hi.sum() < 1:
+        hi = hi / hi.sum() * 1.0001
+    hi = np.minimum(hi, 1.0)
+    cap = np.ones(n)
+    w = rng.random(n) ** 3
+    p = project_quotas(w, dof, lo, hi, cap)
+    share = np.bincount(dof, p, n_domains)
+    assert p.sum() == pytest.approx(1.0)
+    assert (share >= lo - 1e-9).all() and (share <= hi + 1e-9).all()
+
+
+def test_projection_is_identity_when_feasible_and_caps_bind() -> None:
+    dof = np.array([0, 0, 1, 1])
+    w = np.array([0.1, 0.2, 0.3, 0.4])
+    ones = np.ones(2)
+    np.testing.assert_allclose(project_quotas(w, dof, 0 * ones, ones, np.ones(4)), w)
+    capped = project_quotas(w, dof, 0 * ones, ones, np.array([1, 1, 1, 0.25]))
+    assert capped[3] == pytest.approx(0.25)
+    # The excess goes to the others in proportion to their weights (KL projection).
+    np.testing.assert_allclose(capped[:3] / capped[:3].sum(), w[:3] / w[:3].sum())
+
+
+def test_blocked_domain_gives_up_its_minimum() -> None:
+    dof = np.array([0, 1, 1])
+    p = project_quotas(
+        np.ones(3), dof, np.array([0.3, 0.0]), np.array([1.0, 1.0]), np.array([0.0, 1, 1])
+    )
+    assert p[0] == 0.0 and p.sum() == pytest.approx(1.0)
+
+
+def test_infeasible_quotas_raise() -> None:
+    with pytest.raises(ValueError, match="infeasible"):
+        project_quotas(np.ones(2), np.array([0, 1]), np.array([0.7, 0.7]), np.ones(2), np.ones(2))
