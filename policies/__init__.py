@@ -16,10 +16,11 @@ from ._registry import (
 )
 from ._smoothing import smooth
 from ._tiers import TierChanges, TierConfig, TierController
-from ._view import ArmView
+from ._view import ArmView, CurveView
 
 __all__ = [
     "ArmView",
+    "CurveView",
     "LearningProgress",
     "Policy",
     "PolicyConfigError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +12,32 @@ from domains import Catalog
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+
+class CurveView(Protocol):
+    """Per-family probe curves (held-out scores over time), as policies may read them.
+
+    All arrays are [n_families]; NaN where a family has no probe yet. The scheduler's
+    ``ProbeCurves`` satisfies this protocol.
+    """
+
+    @property
+    def latest(self) -> FloatArray: ...
+    @property
+    def latest_step(self) -> IntArray: ...
+    @property
+    def count(self) -> IntArray: ...
+    @property
+    def stderr(self) -> FloatArray: ...
+    @property
+    def ema_fast(self) -> FloatArray: ...
+    @property
+    def ema_slow(self) -> FloatArray: ...
+    @property
+    def normalized(self) -> FloatArray: ...
+    def slope(
+        self, min_points: int = 4, alpha: float = 0.95
+    ) -> tuple[FloatArray, FloatArray, FloatArray]: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,6 +63,7 @@ class ArmView:
     probe_score: FloatArray  # float64 [n_arms], latest held-out score, NaN when never probed
     probe_step: IntArray  # int64 [n_arms], -1 when never probed
     tier: IntArray  # int64 [n_families], current tier
+    curves: CurveView | None = None  # probe curves per family, when the scheduler keeps them
 
     @property
     def current_arm(self) -> IntArray:
