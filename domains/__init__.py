@@ -1,6 +1,39 @@
 """Domain manifests: schema, loading with file:line errors, and the Catalog array view."""
 
+from ._build import build_catalog, load_catalog
 from ._catalog import Catalog, VariantPool
+from ._checks import canonical_hash
 from ._errors import CurriculumError, ManifestError, Problem
+from ._loader import LoadedManifest, ResolvedFamily, load_manifests
+from ._schema import (
+    DomainSpec,
+    FamilySpec,
+    ManifestSpec,
+    ProbeSpec,
+    QuotaSpec,
+    VariantsCount,
+    VariantsFile,
+    manifest_json_schema,
+)
 
-__all__ = ["Catalog", "CurriculumError", "ManifestError", "Problem", "VariantPool"]
+__all__ = [
+    "Catalog",
+    "CurriculumError",
+    "DomainSpec",
+    "FamilySpec",
+    "LoadedManifest",
+    "ManifestError",
+    "ManifestSpec",
+    "ProbeSpec",
+    "Problem",
+    "QuotaSpec",
+    "ResolvedFamily",
+    "VariantPool",
+    "VariantsCount",
+    "VariantsFile",
+    "build_catalog",
+    "canonical_hash",
+    "load_catalog",
+    "load_manifests",
+    "manifest_json_schema",
+]

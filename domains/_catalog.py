@@ -37,7 +37,7 @@ class VariantPool:
 
 @dataclass(frozen=True, eq=False)
 class Catalog:
-    """Array view of a set of domains; built by :func:`domains.load_catalog` or :meth:`synthetic`."""
+    """Array view of a set of domains, built by :func:`domains.load_catalog` or `synthetic`."""
 
     domain_names: tuple[str, ...]
     family_names: tuple[str, ...]
@@ -87,9 +87,7 @@ class Catalog:
                 value.setflags(write=False)
         if len(self.pools) != self.n_arms or len(self.probe_pools) != self.n_families:
             raise ValueError("one variant pool per arm and one probe pool per family are needed")
-        object.__setattr__(
-            self, "_family_index", {n: i for i, n in enumerate(self.family_names)}
-        )
+        object.__setattr__(self, "_family_index", {n: i for i, n in enumerate(self.family_names)})
         object.__setattr__(self, "_domain_index", {n: i for i, n in enumerate(self.domain_names)})
 
     # Sizes -------------------------------------------------------------------------------

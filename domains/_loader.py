@@ -1,0 +1,323 @@
+"""Find manifest files, parse and validate them, resolve their JSONL pools, check them together.
+
+Every problem in every file is gathered before anything fails; then one ``ManifestError``
+carries them all, each with its file, line, column and field path.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ._catalog import VariantPool
+from ._checks import (
+    DomainQuota,
+    NamedAt,
+    Where,
+    duplicate_names,
+    overlap_problems,
+    quota_problems,
+)
+from ._errors import ManifestError, Problem
+from ._messages import validation_problems
+from ._schema import (
+    DEFAULT_TIER_FIELD,
+    FamilySpec,
+    ManifestSpec,
+    VariantsCount,
+    VariantsFile,
+    expected_tiers,
+    show,
+    split_by_tier,
+)
+from ._yaml import FieldPath, format_path, parse_yaml, position_of
+
+logger = logging.getLogger(__name__)
+
+_SUFFIXES = (".yaml", ".yml")
+Located = list[tuple[dict[str, Any], Where]]
+
+
+@dataclass(frozen=True)
+class ResolvedFamily:
+    """A family with its pools read: one VariantPool per tier, and its probe pool."""
+
+    domain: str
+    spec: FamilySpec
+    pools: tuple[VariantPool, ...]
+    probe: VariantPool
+    where: Where  # of the family's name in its manifest
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    """One validated manifest file, its JSONL pools resolved."""
+
+    path: str
+    sha256: str
+    spec: ManifestSpec
+    families: tuple[ResolvedFamily, ...]  # in (domain, family) order
+    positions: Mapping[FieldPath, tuple[int, int]] = field(repr=False)
+    data_files: Mapping[str, str] = field(default_factory=dict)  # JSONL file -> sha256
+
+
+def manifest_files(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[str], list[Problem]]:
+    """Expand files, directories (recursive, sorted) and globs into manifest files."""
+    files: list[str] = []
+    problems = []
+    for raw in paths:
+        text = os.fspath(raw)
+        path = Path(text)
+        if path.is_dir():
+            found = sorted(str(p) for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
+            if not found:
+                problems.append(Problem(text, 0, 0, "", "directory holds no *.yaml or *.yml files"))
+        elif path.is_file():
+            found = [text]
+        elif glob.has_magic(text):
+            found = sorted(p for p in glob.glob(text, recursive=True) if Path(p).is_file())
+            if not found:
+                problems.append(Problem(text, 0, 0, "", "pattern matches no files"))
+        else:
+            found = []
+            problems.append(Problem(text, 0, 0, "", "no such file or directory"))
+        files.extend(f for f in found if f not in files)
+    return files, problems
+
+
+def where_in(file: str, positions: Mapping[FieldPath, tuple[int, int]], path: FieldPath) -> Where:
+    """The place of a field path in a manifest (its closest recorded ancestor if need be)."""
+    line, col = position_of(positions, path)
+    return Where(file, line, col, format_path(path))
+
+
+class _FileLoader:
+    """Resolves one validated manifest: JSONL pools, probe pools, positions of everything."""
+
+    def __init__(self, path: str, positions: Mapping[FieldPath, tuple[int, int]]) -> None:
+        self.path = path
+        self.positions = positions
+        self.problems: list[Problem] = []
+        self.data_files: dict[str, str] = {}
+
+    def where(self, path: FieldPath) -> Where:
+        return where_in(self.path, self.positions, path)
+
+    def read_jsonl(
+        self, source: str, at: FieldPath, tier_field: str | None = None
+    ) -> Located | None:
+        """The items of a JSONL file next to the manifest, each with its file:line, or None."""
+        file = Path(self.path).parent / source
+        shown = os.path.normpath(file)
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            reason = "file not found" if isinstance(exc, FileNotFoundError) else str(exc)
+            self.problems.append(
+                self.where((*at, "source")).problem(
+                    f"{reason}: {source} (resolved against the manifest's directory: {shown})"
+                )
+            )
+            return None
+        self.data_files[shown] = hashlib.sha256(data).hexdigest()
+        items: Located = []
+        field_text = format_path(at)
+        key = json.dumps(tier_field) if tier_field else None
+        n_problems = len(self.problems)
+        for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                self.problems.append(
+                    Problem(shown, lineno, exc.colno, field_text, f"invalid JSON: {exc.msg}")
+                )
+                continue
+            if not isinstance(item, dict):
+                msg = f"each line must be a JSON object, got {show(item)}"
+                self.problems.append(Problem(shown, lineno, 1, field_text, msg))
+                continue
+            column = line.find(key) + 1 if key and key in line else 1
+            items.append((item, Where(shown, lineno, column, field_text)))
+        if len(self.problems) > n_problems:
+            return None
+        if not items:
+            self.problems.append(
+                self.where((*at, "source")).problem(f"{source} holds no JSON objects")
+            )
+            return None
+        return items
+
+    def family(
+        self, domain: str, fam: FamilySpec, at: FieldPath
+    ) -> tuple[ResolvedFamily, Located, Located, str]:
+        tier_names = fam.tier_names
+        pools: tuple[VariantPool, ...]
+        training: Located = []
+        tier_field = DEFAULT_TIER_FIELD
+        variants = fam.variants
+        if isinstance(variants, VariantsCount):
+            counts = variants.count
+            sizes = counts if isinstance(counts, list) else [counts] * len(tier_names)
+            pools = tuple(VariantPool(size=n) for n in sizes)
+        else:
+            source = None
+            if isinstance(variants, VariantsFile):
+                tier_field, source = variants.tier_field, variants.source
+                read = self.read_jsonl(source, (*at, "variants"), tier_field)
+                if read is None:  # already reported; the file will be rejected
+                    source = None
+                training = read or []
+            else:
+                training = [
+                    (item, self.where((*at, "variants", i))) for i, item in enumerate(variants)
+                ]
+            pools = self._split(training, tier_field, tier_names, at, source)
+        probe_items: Located = []
+        probe = VariantPool(size=0)
+        if fam.probe is not None:
+            if fam.probe.items is not None:
+                probe_items = [
+                    (item, self.where((*at, "probe", "items", i)))
+                    for i, item in enumerate(fam.probe.items)
+                ]
+            elif fam.probe.size is not None:
+                probe = VariantPool(size=fam.probe.size)
+            elif fam.probe.source is not None:
+                probe_items = self.read_jsonl(fam.probe.source, (*at, "probe")) or []
+            if probe_items:
+                probe = VariantPool(len(probe_items), tuple(item for item, _ in probe_items))
+        name_key = "name" if (*at, "name") in self.positions else "task_family"
+        resolved = ResolvedFamily(domain, fam, pools, probe, self.where((*at, name_key)))
+        return resolved, training, probe_items, tier_field
+
+    def _split(
+        self,
+        training: Located,
+        tier_field: str,
+        tier_names: tuple[str, ...],
+        at: FieldPath,
+        source: str | None,
+    ) -> tuple[VariantPool, ...]:
+        """One pool per tier; for a JSONL file, report unknown tiers and empty tiers."""
+        items = [item for item, _ in training]
+        per_tier, bad = split_by_tier(items, tier_field, tier_names)
+        if source is not None:  # inline tiers are checked by the schema
+            for i, value in bad:
+                msg = (
+                    f"unknown tier {show(value)} in {tier_field!r}; "
+                    f"expected {expected_tiers(tier_names)}"
+                )
+                self.problems.append(training[i][1].problem(msg))
+            empty = [tier_names[t] for t, members in enumerate(per_tier) if not members]
+            if not bad and empty:
+                msg = (
+                    f"tier {empty[0]!r} has no variants in {source}; add lines with "
+                    f'"{tier_field}": "{empty[0]}" or lines without "{tier_field}"'
+                )
+                self.problems.append(self.where((*at, "variants")).problem(msg))
+        return tuple(
+            VariantPool(size=len(members), items=tuple(items[i] for i in members))
+            for members in per_tier
+        )
+
+
+def _load_file(path: str, problems: list[Problem]) -> LoadedManifest | None:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        problems.append(Problem(path, 0, 0, "", f"cannot read: {exc.strerror or exc}"))
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+        problems.append(Problem(path, 0, 0, "", msg))
+        return None
+    parsed = parse_yaml(text, path)
+    problems.extend(parsed.problems)
+    if parsed.data is None and parsed.problems:
+        return None
+    if not isinstance(parsed.data, dict):
+        line, col = position_of(parsed.positions, ())
+        msg = f"a manifest must be a mapping with a `domains:` list, got {show(parsed.data)}"
+        problems.append(Problem(path, line, col, "", msg))
+        return None
+    try:
+        spec = ManifestSpec.model_validate(parsed.data)
+    except ValidationError as exc:
+        problems.extend(validation_problems(exc, path, parsed.positions))
+        return None
+    if parsed.problems:
+        return None
+    loader = _FileLoader(path, parsed.positions)
+    families = []
+    for d, domain in enumerate(spec.domains):
+        for f, fam in enumerate(domain.families):
+            at: FieldPath = ("domains", d, "families", f)
+            resolved, training, probe, tier_field = loader.family(domain.name, fam, at)
+            loader.problems.extend(overlap_problems(fam.name, training, probe, tier_field))
+            families.append(resolved)
+    problems.extend(loader.problems)
+    if loader.problems:
+        return None
+    return LoadedManifest(
+        path=path,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        spec=spec,
+        families=tuple(families),
+        positions=parsed.positions,
+        data_files=loader.data_files,
+    )
+
+
+def _cross_file_problems(manifests: Sequence[LoadedManifest], complete: bool) -> list[Problem]:
+    domains: list[NamedAt] = []
+    families: list[NamedAt] = []
+    quotas: list[DomainQuota] = []
+    for m in manifests:
+        for d, domain in enumerate(m.spec.domains):
+            domains.append(
+                NamedAt(domain.name, where_in(m.path, m.positions, ("domains", d, "name")))
+            )
+            quotas.append(
+                DomainQuota(
+                    name=domain.name,
+                    min_share=domain.min_share,
+                    max_share=domain.max_share,
+                    family_caps=sum(fam.max_share for fam in domain.families),
+                    where=where_in(m.path, m.positions, ("domains", d, "quota", "min_share")),
+                )
+            )
+        families.extend(NamedAt(f.spec.name, f.where) for f in m.families)
+    problems = duplicate_names(domains, "domain") + duplicate_names(families, "family")
+    if complete:  # quota sums over a partial set would blame the wrong domains
+        problems += quota_problems(quotas)
+    return problems
+
+
+def load_manifests(*paths: str | os.PathLike[str]) -> list[LoadedManifest]:
+    """Load, validate and cross-check manifests; raise ManifestError with every problem."""
+    files, problems = manifest_files(paths)
+    if not paths:
+        problems.append(Problem("", 0, 0, "", "no manifest paths given"))
+    manifests = []
+    for path in files:
+        loaded = _load_file(path, problems)
+        if loaded is not None:
+            manifests.append(loaded)
+    problems.extend(_cross_file_problems(manifests, complete=not problems))
+    if problems:
+        raise ManifestError(problems)
+    logger.debug("loaded %d manifest files", len(manifests))
+    return manifests

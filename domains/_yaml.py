@@ -1,0 +1,192 @@
+"""YAML to plain Python objects, keeping where every value was written.
+
+PyYAML's ``safe_load`` forgets positions and silently keeps the last of two duplicate keys.
+So we compose the node tree with the safe loader (no tags that run code) and build the
+objects ourselves, recording ``field path -> (line, column)`` and reporting duplicate keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from ._errors import Problem
+from ._schema import show
+
+FieldPath = tuple[str | int, ...]
+Positions = dict[FieldPath, tuple[int, int]]
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAX_NODES = 1_000_000  # alias expansion guard ("billion laughs")
+
+
+def format_path(path: FieldPath) -> str:
+    """``("domains", 0, "quota", "min_share")`` -> ``domains[0].quota.min_share``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def position_of(positions: Mapping[FieldPath, tuple[int, int]], path: FieldPath) -> tuple[int, int]:
+    """Where ``path`` was written, or where its closest recorded ancestor was."""
+    for n in range(len(path), -1, -1):
+        pos = positions.get(path[:n])
+        if pos is not None:
+            return pos
+    return (0, 0)
+
+
+@dataclass
+class ParsedYaml:
+    """A parsed document: its data, where each field path starts, and what went wrong."""
+
+    data: Any
+    positions: Positions = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _pos(mark: yaml.Mark) -> tuple[int, int]:
+    return (mark.line + 1, mark.column + 1)
+
+
+class _Builder:
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.result = ParsedYaml(data=None)
+        self._scalars = yaml.SafeLoader("")
+        self._active: set[int] = set()
+        self._count = 0
+
+    def problem(self, mark: yaml.Mark, path: FieldPath, message: str) -> None:
+        line, col = _pos(mark)
+        self.result.problems.append(Problem(self.file, line, col, format_path(path), message))
+
+    def build(self, node: yaml.Node, path: FieldPath) -> Any:
+        self._count += 1
+        if self._count > _MAX_NODES:
+            raise _TooLarge
+        if id(node) in self._active:
+            self.problem(node.start_mark, path, "recursive alias; a value cannot contain itself")
+            return None
+        self._active.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
+            if isinstance(node, yaml.SequenceNode):
+                if node.tag != _SEQ_TAG:
+                    self.problem(node.start_mark, path, f"unsupported YAML tag {node.tag}")
+                return [self._item(child, (*path, i)) for i, child in enumerate(node.value)]
+            return self._scalar(node, path)
+        finally:
+            self._active.discard(id(node))
+
+    def _item(self, node: yaml.Node, path: FieldPath) -> Any:
+        self.result.positions.setdefault(path, _pos(node.start_mark))
+        return self.build(node, path)
+
+    def _scalar(self, node: yaml.Node, path: FieldPath) -> Any:
+        try:
+            value = self._scalars.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as exc:
+            self.problem(node.start_mark, path, f"unsupported YAML value: {exc.problem}")
+            return None
+        if isinstance(value, dt.date | bytes):  # keep data JSON-like: the text as written
+            return str(node.value)
+        return value
+
+    def _key(self, node: yaml.Node, path: FieldPath) -> str | None:
+        """A mapping key; keys must be strings (YAML 1.1 reads a bare `on:` as true)."""
+        if not isinstance(node, yaml.ScalarNode):
+            self.problem(node.start_mark, path, "mapping keys must be strings, got a collection")
+            return None
+        key = self._scalar(node, path)
+        if isinstance(key, str):
+            return key
+        shown = show(key) + (f" (quote it: '{node.value}')" if node.style is None else "")
+        self.problem(node.start_mark, path, f"mapping keys must be strings, got {shown}")
+        return None
+
+    def _mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[str, Any]:
+        if node.tag != _MAP_TAG:
+            self.problem(node.start_mark, path, f"unsupported YAML tag {node.tag}")
+        out: dict[str, Any] = {}
+        first_seen: dict[str, int] = {}
+        merges: list[yaml.Node] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merges.append(value_node)
+                continue
+            key = self._key(key_node, path)
+            if key is None:
+                continue
+            child = (*path, key)
+            if key in first_seen:
+                self.problem(
+                    key_node.start_mark,
+                    child,
+                    f"duplicate key {key!r} (first at line {first_seen[key]}); "
+                    "YAML would silently keep only the last one",
+                )
+                continue
+            first_seen[key] = key_node.start_mark.line + 1
+            self.result.positions[child] = _pos(key_node.start_mark)
+            out[key] = self.build(value_node, child)
+        for merge in merges:  # `<<: *base` fills in keys the mapping does not set itself
+            sources = merge.value if isinstance(merge, yaml.SequenceNode) else [merge]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    self.problem(source.start_mark, path, "`<<` must merge a mapping")
+                    continue
+                for key_node, value_node in source.value:
+                    key = self._key(key_node, path)
+                    if key is None or key in out:
+                        continue
+                    child = (*path, key)
+                    self.result.positions[child] = _pos(key_node.start_mark)
+                    out[key] = self.build(value_node, child)
+        return out
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def parse_yaml(text: str, file: str) -> ParsedYaml:
+    """Parse one YAML document with safe semantics, keeping positions and every problem."""
+    builder = _Builder(file)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = _pos(mark) if mark is not None else (0, 0)
+        what = " ".join(str(s) for s in (exc.context, exc.problem) if s)
+        builder.result.problems.append(Problem(file, line, col, "", f"YAML syntax error: {what}"))
+        return builder.result
+    except yaml.YAMLError as exc:
+        builder.result.problems.append(Problem(file, 0, 0, "", f"YAML error: {exc}"))
+        return builder.result
+    if root is None:
+        builder.result.problems.append(
+            Problem(file, 0, 0, "", "empty manifest; expected a mapping with a `domains:` list")
+        )
+        return builder.result
+    builder.result.positions[()] = _pos(root.start_mark)
+    try:
+        builder.result.data = builder.build(root, ())
+    except _TooLarge:
+        line, col = _pos(root.start_mark)
+        builder.result.problems.append(
+            Problem(file, line, col, "", f"document expands to more than {_MAX_NODES} values")
+        )
+        builder.result.data = None
+    return builder.result
