@@ -1,8 +1,11 @@
 """Policies: from a read-only view of the state to sampling weights; quotas and tiers wrap them."""
 
 from ._basic import Static, Uniform
+from ._exp3s import Exp3S
 from ._intervals import binomial_interval
 from ._learning_progress import LearningProgress
+from ._mixture import Mixture
+from ._pass_rate import PassRateBand
 from ._quota import project_quotas, waterfill
 from ._registry import (
     Policy,
@@ -14,6 +17,8 @@ from ._registry import (
     policy_params,
     register,
 )
+from ._regression_guard import RegressionGuard
+from ._replay import PrioritizedReplay
 from ._smoothing import smooth
 from ._tiers import TierChanges, TierConfig, TierController
 from ._view import ArmView, CurveView
@@ -21,10 +26,15 @@ from ._view import ArmView, CurveView
 __all__ = [
     "ArmView",
     "CurveView",
+    "Exp3S",
     "LearningProgress",
+    "Mixture",
+    "PassRateBand",
     "Policy",
     "PolicyConfigError",
     "PolicyState",
+    "PrioritizedReplay",
+    "RegressionGuard",
     "Stateless",
     "Static",
     "TierChanges",

@@ -103,6 +103,17 @@ def policy_params(policy: Policy) -> dict[str, Any]:
     params: dict[str, Any] = {"name": getattr(policy, "policy_name", type(policy).__name__)}
     if dataclasses.is_dataclass(policy) and not isinstance(policy, type):
         for f in dataclasses.fields(policy):
-            value = getattr(policy, f.name)
-            params[f.name] = policy_params(value) if isinstance(value, Policy) else value
+            params[f.name] = _plain(getattr(policy, f.name))
     return params
+
+
+def _plain(value: Any) -> Any:
+    """Options as plain data, so they compare equal after a JSON round trip (tuples become
+    lists, nested policies their params)."""
+    if isinstance(value, Policy):
+        return policy_params(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

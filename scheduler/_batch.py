@@ -39,6 +39,7 @@ class TaskRef:
     tier: int
     variant: int
     item: Mapping[str, Any] | None  # the manifest's inline/JSONL variant, if it has one
+    attempt: int = 0  # 0 for a fresh task, k for the k-th retry after an environment fault
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +52,7 @@ class Batch:
     tier: npt.NDArray[np.int64]  # [n]
     variant: npt.NDArray[np.int64]  # [n]
     catalog: Catalog
+    attempt: npt.NDArray[np.int64] | None = None  # [n], 0 for a fresh task, k for its k-th retry
 
     def __len__(self) -> int:
         return int(self.arm.shape[0])
@@ -65,6 +67,7 @@ class Batch:
             tier=int(self.tier[i]),
             variant=int(self.variant[i]),
             item=self.catalog.variant(arm, int(self.variant[i])),
+            attempt=0 if self.attempt is None else int(self.attempt[i]),
         )
 
     def __iter__(self) -> Iterator[TaskRef]:

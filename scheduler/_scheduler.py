@@ -28,8 +28,12 @@ from policies import (
 )
 
 from ._batch import Batch, Outcome, Status
+from ._breakers import BreakerConfig, CircuitBreakers
+from ._curves import ProbeCurves
+from ._detectors import DetectorConfig, Detectors
 from ._errors import ConfigError, ReportError
 from ._events import Event
+from ._retries import RetryQueue
 from ._state import ArmStats
 from ._variants import occurrence_rank, permuted_index
 
@@ -40,6 +44,7 @@ IntArray = npt.NDArray[np.int64]
 
 STATE_FORMAT = 1
 _COUNTED = (int(Status.OK), int(Status.FAILED))
+_FAULTS = (int(Status.TIMEOUT), int(Status.ENV_ERROR))
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,11 @@ class SchedulerConfig:
     temperature: float = 1.0
     weights_every: int = 1  # recompute the policy's weights at most every k steps
     tiers: TierConfig = field(default_factory=TierConfig)
+    breakers: BreakerConfig = field(default_factory=BreakerConfig)
+    detectors: DetectorConfig = field(default_factory=DetectorConfig)
+    probe_window: int = 16  # probe points per family kept for slopes and detectors
+    max_retries: int = 2  # re-queues of a task whose environment failed (timeout, env_error)
+    retry_share: float = 0.25  # at most this share of a batch is retried tasks
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,8 +100,18 @@ class Scheduler:
         self.tiers = TierController(catalog, self.config.tiers)
         self.policy_state: dict[str, Any] = self.policy.init_state(catalog)
         self.cursor: IntArray = np.zeros(catalog.n_arms, dtype=np.int64)  # draws per arm
-        # float64 [n_families]: 1 open, 0 blocked (quarantine, open circuit breaker)
-        self.family_open: FloatArray = np.ones(catalog.n_families)
+        self.breakers = CircuitBreakers(catalog, self.config.breakers)
+        self.curves = ProbeCurves.from_catalog(catalog, window=self.config.probe_window)
+        self.detectors = Detectors.from_catalog(catalog, self.config.detectors)
+        self.retries = RetryQueue(
+            catalog.family_of_arm,
+            max_retries=self.config.max_retries,
+            max_share=self.config.retry_share,
+        )
+        # float64 [n_families]: multiplier on each family's weight; 0 while its breaker is
+        # open, a trickle while half-open, a floor while quarantined, a cap while suspected
+        # of reward hacking. Derived from breakers and detectors in _refresh_gates.
+        self.family_factor: FloatArray = np.ones(catalog.n_families)
         self._pending: dict[int, int] = {}  # batch step -> batch length, awaiting report
         self._events: list[Event] = []
         self._weights: Weights | None = None
@@ -123,6 +143,7 @@ class Scheduler:
             probe_score=ro(s.probe_score),
             probe_step=ro(s.probe_step),
             tier=ro(self.tiers.tier),
+            curves=self.curves,
         )
 
     def weights(self) -> Weights:
@@ -149,11 +170,11 @@ class Scheduler:
             floor=self.config.exploration_floor,
         )
         family = project_quotas(
-            family * self.family_open,
+            family * self.family_factor,
             cat.domain_of_family,
             cat.domain_min_share,
             cat.domain_max_share,
-            cat.family_max_share * self.family_open,
+            np.where(self.breakers.open_mask, 0.0, cat.family_max_share),
         )
         total = raw.sum()
         arm = raw / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
@@ -167,16 +188,32 @@ class Scheduler:
         if self.config.weights_every <= 1:
             self._weights = None
 
+    def _refresh_gates(self) -> None:
+        """Derive each family's weight multiplier from its breaker and the detectors;
+        recompute weights if it changed (a blocked family must stop being drawn at once,
+        whatever weights_every says)."""
+        factor = self.breakers.sampling_factor * self.detectors.weight_cap
+        if not np.array_equal(factor, self.family_factor):
+            self.family_factor = np.asarray(factor, dtype=np.float64).copy()
+            self._weights = None
+
     # ------------------------------------------------------------------ drawing
     def next_batch(self, n: int) -> Batch:
         """Draw ``n`` tasks: families from the weights, tiers from the controller, variants
         by cycling each arm's pool without replacement."""
         if n <= 0:
             raise ValueError(f"batch size must be positive, got {n}")
+        self._events += self.breakers.tick(self.step)
+        self._refresh_gates()
         self.weights()
         assert self._cdf is not None
         cat = self.catalog
-        family = np.searchsorted(self._cdf, self.rng.random(n), side="right").astype(np.int64)
+        # Tasks whose environment failed come back first (same variant), within a share.
+        retry_arm, retry_variant, retry_attempt = self.retries.pop(
+            n, blocked=self.breakers.open_mask
+        )
+        fresh = n - retry_arm.shape[0]
+        family = np.searchsorted(self._cdf, self.rng.random(fresh), side="right").astype(np.int64)
         np.minimum(family, cat.n_families - 1, out=family)
         tier = self.tiers.draw(family, self.rng)
         arm = cat.arm_start[family] + tier
@@ -185,7 +222,13 @@ class Scheduler:
         variant = permuted_index(position % size, size, arm, position // size, self.seed)
         self.cursor += np.bincount(arm, minlength=cat.n_arms)
         batch = Batch(
-            step=self.step, arm=arm, family=family, tier=tier, variant=variant, catalog=cat
+            step=self.step,
+            arm=np.concatenate([retry_arm, arm]),
+            family=np.concatenate([cat.family_of_arm[retry_arm], family]),
+            tier=np.concatenate([cat.tier_of_arm[retry_arm], tier]),
+            variant=np.concatenate([retry_variant, variant]),
+            catalog=cat,
+            attempt=np.concatenate([retry_attempt, np.zeros(fresh, dtype=np.int64)]),
         )
         self._pending[self.step] = n
         self.step += 1
@@ -209,13 +252,22 @@ class Scheduler:
         if isinstance(batch, Batch):
             arm, variant, step = batch.arm, batch.variant, batch.step
             arrays = self._validate_batch_report(batch, rewards, success, process, cost, status)
+            attempt = batch.attempt if batch.attempt is not None else np.zeros_like(arm)
         else:
             if rewards is not None or success is not None:
                 raise ReportError(["pass either a Batch with arrays or a list of Outcome"])
             arm, variant, arrays = self._validate_outcomes(batch)
             step = max(self.step - 1, 0)  # the latest batch's step
+            attempt = np.zeros_like(arm)
         reward, succ, proc, cst, stat = arrays
         self._apply(step, arm, variant, reward, succ, proc, cst, stat)
+        # Environment faults say nothing about the model: retry the task, watch the breaker.
+        fault = np.isin(stat, _FAULTS)
+        if fault.any():
+            self.retries.push(arm[fault], variant[fault], attempt[fault], step)
+        family = self.catalog.family_of_arm[arm]
+        self._events += self.breakers.record_outcomes(family, stat, step)
+        self._refresh_gates()
         if isinstance(batch, Batch):
             del self._pending[batch.step]
 
@@ -273,20 +325,23 @@ class Scheduler:
     def _parse_status(
         status: npt.ArrayLike | Sequence[str] | None, n: int, problems: list[str]
     ) -> IntArray:
+        """Status codes from ints or names, vectorised over the distinct values."""
         if status is None:
             return np.zeros(n, dtype=np.int64)
-        values: list[Any] = status.tolist() if isinstance(status, np.ndarray) else list(status)  # type: ignore[arg-type]
-        if len(values) != n:
-            problems.append(f"status: length {len(values)} does not match the batch ({n})")
+        values = np.asarray(status)
+        if values.shape != (n,):
+            problems.append(f"status: length {values.size} does not match the batch ({n})")
             return np.zeros(n, dtype=np.int64)
-        out = np.zeros(n, dtype=np.int64)
-        for i, v in enumerate(values):
+        distinct, inverse = np.unique(values, return_inverse=True)
+        codes = np.zeros(distinct.shape[0], dtype=np.int64)
+        for j, value in enumerate(distinct.tolist()):  # a handful of distinct values
             try:
-                out[i] = int(Status.parse(v))
+                codes[j] = int(Status.parse(value))
             except (KeyError, ValueError, TypeError):
                 names = ", ".join(s.name.lower() for s in Status)
-                problems.append(f"status[{i}]: must be one of {names}, got {v!r}")
-        return out
+                first = int(np.flatnonzero(inverse == j)[0])
+                problems.append(f"status[{first}]: must be one of {names}, got {value!r}")
+        return codes[inverse.reshape(-1)]
 
     def _check_values(
         self,
@@ -467,9 +522,19 @@ class Scheduler:
             raise ReportError(problems)
         arm = cat.arm_start[fam] + tr
         at = self.step if step is None else int(step)
+        steps = np.full(fam.shape[0], at, dtype=np.int64)
         self.stats.probe_score[arm] = sc
         self.stats.probe_n[arm] = nn
         self.stats.probe_step[arm] = at
+        self.curves.record(fam, sc, nn, steps, tiers=tr)
+        # The training pass rate of the same arm, beside the probe: the hacking detector
+        # compares the two curves.
+        trained = self.stats.count[arm] > 0
+        self.detectors.record_training(
+            fam[trained], self.stats.success_fast[arm][trained], steps[trained]
+        )
+        self._events += self.detectors.update(at, self.curves)
+        self._refresh_gates()
         self._invalidate()
 
     # ------------------------------------------------------------------ events
@@ -493,7 +558,11 @@ class Scheduler:
             "tiers": self.tiers.state_dict(),
             "policy_state": self.policy_state,
             "cursor": self.cursor.copy(),
-            "family_open": self.family_open.copy(),
+            "family_factor": self.family_factor.copy(),
+            "curves": self.curves.state_dict(),
+            "detectors": self.detectors.state_dict(),
+            "breakers": self.breakers.state_dict(),
+            "retries": self.retries.state_dict(),
             "pending": {str(k): v for k, v in self._pending.items()},
             "events": [asdict(e) for e in self._events],
             "cached_weights": None
@@ -525,16 +594,20 @@ class Scheduler:
         try:
             self.stats.load_state_dict(state["stats"])
             self.tiers.load_state_dict(state["tiers"])
+            self.breakers.load_state_dict(state["breakers"])
+            self.retries.load_state_dict(state["retries"])
             cursor = np.asarray(state["cursor"], dtype=np.int64)
-            family_open = np.asarray(state["family_open"], dtype=np.float64)
-            if cursor.shape != (self.catalog.n_arms,) or family_open.shape != (
+            family_factor = np.asarray(state["family_factor"], dtype=np.float64)
+            if cursor.shape != (self.catalog.n_arms,) or family_factor.shape != (
                 self.catalog.n_families,
             ):
-                raise ValueError("cursor or family_open has the wrong shape")
+                raise ValueError("cursor or family_factor has the wrong shape")
+            self.curves.load_state_dict(state["curves"])
+            self.detectors.load_state_dict(state["detectors"])
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"checkpoint: {exc}") from None
         self.cursor = cursor.copy()
-        self.family_open = family_open.copy()
+        self.family_factor = family_factor.copy()
         self.seed = int(state["seed"])
         self.step = int(state["step"])
         self.rng.bit_generator.state = state["rng"]

@@ -1,8 +1,9 @@
 """Variant choice: each arm cycles through its pool without replacement, epoch after epoch.
 
-The order of an epoch is a pseudo-random permutation of [0, pool_size), computed on the fly by
-a keyed Feistel network with cycle walking (the key is a hash of seed, arm and epoch). So the
-only state per arm is one cursor, a checkpoint stays small whatever the pool sizes, and every
+The order of an epoch is a pseudo-random permutation of [0, pool_size), computed on the fly
+by a keyed swap-or-not shuffle (Hoang, Morris and Rogaway 2012), which is a bijection on any
+domain size with no cycle walking. The key is a hash of seed, arm and epoch. So the only
+state per arm is one cursor, a checkpoint stays small whatever the pool sizes, and every
 rank derives the same order from the same seed.
 """
 
@@ -17,7 +18,7 @@ U64 = npt.NDArray[np.uint64]
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
-_ROUNDS = 4
+_ROUNDS = 12
 
 
 def splitmix64(x: U64) -> U64:
@@ -29,33 +30,28 @@ def splitmix64(x: U64) -> U64:
     return result
 
 
-def _feistel(x: U64, key: U64, half_bits: U64) -> U64:
-    mask = (np.uint64(1) << half_bits) - np.uint64(1)
-    left, right = x >> half_bits, x & mask
-    for r in range(_ROUNDS):
-        f = splitmix64(right ^ key ^ np.uint64(r * 0x632BE59BD9B4E019 & 0xFFFFFFFFFFFFFFFF))
-        left, right = right, (left ^ f) & mask
-    result: U64 = (left << half_bits) | right
-    return result
-
-
 def permuted_index(
     position: IntArray, size: IntArray, arm: IntArray, epoch: IntArray, seed: int
 ) -> IntArray:
-    """Element ``position`` of the epoch's permutation of range(size), elementwise."""
-    size_u = size.astype(np.uint64)
-    bits = np.ceil(np.log2(np.maximum(size, 2))).astype(np.uint64)
-    half_bits = (bits + np.uint64(1)) // np.uint64(2)
+    """Element ``position`` of the epoch's permutation of range(size), elementwise.
+
+    Each swap-or-not round pairs x with k - x (mod size) and swaps the pair or not by a hash
+    of the pair's larger member, so every round, and the whole shuffle, is a bijection.
+    """
+    n = size.astype(np.uint64)
     key = splitmix64(
         np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
         ^ splitmix64(arm.astype(np.uint64) * np.uint64(0x100000001B3) + epoch.astype(np.uint64))
     )
-    y = _feistel(position.astype(np.uint64), key, half_bits)
-    outside = y >= size_u
-    while outside.any():  # cycle walking: at most a few rounds, the domain is < 4 * size
-        y[outside] = _feistel(y[outside], key[outside], half_bits[outside])
-        outside = y >= size_u
-    return np.where(size <= 1, 0, y.astype(np.int64))
+    x = position.astype(np.uint64)
+    one = np.uint64(1)
+    for r in range(_ROUNDS):
+        round_key = splitmix64(key + np.uint64(r))
+        partner = (round_key % n + n - x) % n
+        pair = np.maximum(x, partner)
+        swap = (splitmix64(round_key ^ pair) >> np.uint64(17)) & one
+        x = np.where(swap == one, partner, x)
+    return x.astype(np.int64)
 
 
 def occurrence_rank(values: IntArray) -> IntArray:

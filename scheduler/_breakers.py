@@ -1,0 +1,373 @@
+"""Circuit breakers: one per family, so a broken environment stops costing the run.
+
+A breaker is CLOSED (normal), OPEN (the family is neither probed nor sampled) or HALF_OPEN
+(a trickle of traffic tests whether it works again). Evidence that trips a CLOSED breaker:
+
+* ``probe_failures`` probe calls in a row that raised, timed out or returned garbage;
+* ``fault_threshold`` faults among the family's last ``fault_window`` outcomes, where a fault
+  is an outcome whose status is in ``fault_statuses`` (default ``timeout`` and ``env_error``:
+  the environment's fault, not the model's; a model ``failed`` is not a fault);
+* optionally (``failed_streak > 0``) that many ``failed`` outcomes in a row with no ``ok``
+  in between, for a family whose verifier rejects everything (off by default: a hard tier
+  legitimately fails a lot).
+
+After ``cooldown_steps`` an OPEN breaker goes HALF_OPEN. There, any failure (probe or fault)
+reopens it with a cool-down ``cooldown_growth`` times longer (capped), and
+``half_open_successes`` good results (an ok probe or a non-fault outcome) close it. All
+results passed in one call count together, whatever their order. Results for an OPEN family
+(e.g. from a batch drawn before it opened) are ignored.
+
+Everything is an array of shape ``[n_families]``; every transition returns an :class:`Event`
+carrying the evidence.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from domains import Catalog
+
+from ._batch import Status
+from ._errors import ConfigError
+from ._events import Event
+from ._variants import occurrence_rank
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+CLOSED, OPEN, HALF_OPEN = 0, 1, 2
+STATE_NAMES = ("closed", "open", "half_open")
+_ARRAYS = (
+    "state",
+    "probe_streak",
+    "failed_streak",
+    "ring",
+    "ring_cursor",
+    "ring_filled",
+    "opened_at",
+    "cooldown",
+    "half_open_ok",
+    "trips",
+)
+
+
+@dataclass(frozen=True)
+class BreakerConfig:
+    """When a family's breaker opens, how long it stays open and how it recovers."""
+
+    probe_failures: int = 3  # K consecutive failed probes open the breaker
+    fault_window: int = 32  # W: the last W outcomes of a family are watched
+    fault_threshold: int = 8  # faults among those W that open the breaker
+    fault_statuses: tuple[str, ...] = ("timeout", "env_error")  # Status names that are faults
+    failed_streak: int = 0  # >0: this many FAILED outcomes in a row open it; 0 = off
+    cooldown_steps: int = 50  # steps an open breaker waits before going half-open
+    cooldown_growth: float = 2.0  # cool-down multiplier each time half-open fails
+    max_cooldown_steps: int = 1000
+    half_open_successes: int = 3  # good results in half-open that close the breaker
+    half_open_factor: float = 0.25  # sampling factor of a half-open family (1 closed, 0 open)
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, rule: str) -> None:
+            if not ok:
+                raise ConfigError(f"breakers.{name}: {rule}, got {getattr(self, name)!r}")
+
+        need(self.probe_failures >= 1, "probe_failures", "must be >= 1")
+        need(self.fault_window >= 1, "fault_window", "must be >= 1")
+        need(
+            1 <= self.fault_threshold <= self.fault_window,
+            "fault_threshold",
+            f"must be in [1, fault_window={self.fault_window}]",
+        )
+        need(self.failed_streak >= 0, "failed_streak", "must be >= 0 (0 turns it off)")
+        need(self.cooldown_steps >= 1, "cooldown_steps", "must be >= 1")
+        need(self.cooldown_growth >= 1.0, "cooldown_growth", "must be >= 1")
+        need(
+            self.max_cooldown_steps >= self.cooldown_steps,
+            "max_cooldown_steps",
+            f"must be >= cooldown_steps={self.cooldown_steps}",
+        )
+        need(self.half_open_successes >= 1, "half_open_successes", "must be >= 1")
+        need(0.0 < self.half_open_factor <= 1.0, "half_open_factor", "must be in (0, 1]")
+        names = ", ".join(s.name.lower() for s in Status)
+        for s in self.fault_statuses:
+            try:
+                Status.parse(s)
+            except (KeyError, ValueError, TypeError):
+                raise ConfigError(
+                    f"breakers.fault_statuses: {s!r} is not a status; use some of {names}"
+                ) from None
+        need(
+            Status.OK not in {Status.parse(s) for s in self.fault_statuses},
+            "fault_statuses",
+            "must not contain ok",
+        )
+
+    @property
+    def fault_codes(self) -> IntArray:
+        """The fault statuses as int64 Status codes."""
+        return np.array(sorted({int(Status.parse(s)) for s in self.fault_statuses}), np.int64)
+
+
+class CircuitBreakers:
+    """Breakers of every family of a catalog, as arrays of shape ``[n_families]``.
+
+    >>> br = CircuitBreakers(catalog)
+    >>> events = br.record_outcomes(batch.family, status, step)
+    >>> events += br.tick(step)
+    >>> factor = br.sampling_factor * detectors.weight_cap  # the weight multiplier
+    """
+
+    def __init__(self, catalog: Catalog, config: BreakerConfig | None = None) -> None:
+        self.catalog = catalog
+        self.config = config or BreakerConfig()
+        n, w = catalog.n_families, self.config.fault_window
+        self.state = np.zeros(n, dtype=np.int8)  # int8 [n_families], CLOSED/OPEN/HALF_OPEN
+        self.probe_streak = np.zeros(n, dtype=np.int64)  # int64 [n_f], failed probes in a row
+        self.failed_streak = np.zeros(n, dtype=np.int64)  # int64 [n_f], FAILED outcomes in a row
+        self.ring = np.zeros((n, w), dtype=bool)  # bool [n_f, W], fault flag of recent outcomes
+        self.ring_cursor = np.zeros(n, dtype=np.int64)  # int64 [n_f], outcomes ever written
+        self.ring_filled = np.zeros(n, dtype=np.int64)  # int64 [n_f], valid slots (<= W)
+        self.opened_at = np.full(n, -1, dtype=np.int64)  # int64 [n_f], step of the last opening
+        self.cooldown = np.full(n, self.config.cooldown_steps, dtype=np.int64)  # int64 [n_f]
+        self.half_open_ok = np.zeros(n, dtype=np.int64)  # int64 [n_f], good results half-open
+        self.trips = np.zeros(n, dtype=np.int64)  # int64 [n_f], times opened
+        self._fault_codes = self.config.fault_codes
+
+    # ------------------------------------------------------------------ views
+    @property
+    def open_mask(self) -> BoolArray:
+        """bool [n_families]: True where the breaker is OPEN."""
+        return np.asarray(self.state == OPEN)
+
+    @property
+    def probe_allowed(self) -> BoolArray:
+        """bool [n_families]: False only where the breaker is OPEN (half-open is probed)."""
+        return np.asarray(self.state != OPEN)
+
+    @property
+    def sampling_factor(self) -> FloatArray:
+        """float64 [n_families]: 1 closed, 0 open, ``half_open_factor`` half-open."""
+        table = np.array([1.0, 0.0, self.config.half_open_factor])
+        return np.asarray(table[self.state], dtype=np.float64)
+
+    @property
+    def window_faults(self) -> IntArray:
+        """int64 [n_families]: faults among each family's last ``fault_window`` outcomes."""
+        return np.asarray(self.ring.sum(axis=1), dtype=np.int64)
+
+    # ------------------------------------------------------------------ evidence
+    def record_probe_results(
+        self, families: npt.ArrayLike, ok: npt.ArrayLike, now_step: int
+    ) -> list[Event]:
+        """Apply probe results (aligned arrays, in the order they happened)."""
+        fam, good = self._families(families), np.asarray(ok, dtype=bool).reshape(-1)
+        if fam.shape != good.shape:
+            raise ValueError("families and ok must have one length")
+        n = self.catalog.n_families
+        live = self.state[fam] != OPEN
+        fam, good = fam[live], good[live]
+        self.probe_streak = _streak(fam, reset=good, counted=~good, old=self.probe_streak, n=n)
+        bad = np.bincount(fam, weights=~good, minlength=n) > 0
+        oks = np.bincount(fam, weights=good, minlength=n).astype(np.int64)
+        closed = self.state == CLOSED
+        trip = closed & (self.probe_streak >= self.config.probe_failures)
+        return self._transition(now_step, trip, bad, oks, "probe_failures")
+
+    def record_outcomes(
+        self, families: npt.ArrayLike, status: npt.ArrayLike, now_step: int
+    ) -> list[Event]:
+        """Apply trainer-reported outcome statuses (aligned with ``families``, Status codes)."""
+        fam = self._families(families)
+        st = np.asarray(status, dtype=np.int64).reshape(-1)
+        if fam.shape != st.shape:
+            raise ValueError("families and status must have one length")
+        n, cfg = self.catalog.n_families, self.config
+        live = self.state[fam] != OPEN
+        fam, st = fam[live], st[live]
+        fault = np.isin(st, self._fault_codes)
+        self._push_ring(fam, fault)
+        model = (st == Status.OK) | (st == Status.FAILED)  # outcomes that judge the model
+        self.failed_streak = _streak(
+            fam[model],
+            reset=st[model] == Status.OK,
+            counted=st[model] == Status.FAILED,
+            old=self.failed_streak,
+            n=n,
+        )
+        bad = np.bincount(fam, weights=fault, minlength=n) > 0
+        oks = np.bincount(fam, weights=~fault, minlength=n).astype(np.int64)
+        closed = self.state == CLOSED
+        by_faults = closed & (self.window_faults >= cfg.fault_threshold)
+        by_failed = (
+            closed & (self.failed_streak >= cfg.failed_streak)
+            if cfg.failed_streak > 0
+            else np.zeros(n, dtype=bool)
+        )
+        reason = np.where(by_failed & ~by_faults, "failed_streak", "outcome_faults")
+        return self._transition(now_step, by_faults | by_failed, bad, oks, reason)
+
+    def tick(self, now_step: int) -> list[Event]:
+        """Move OPEN breakers whose cool-down has passed to HALF_OPEN."""
+        due = (self.state == OPEN) & (now_step - self.opened_at >= self.cooldown)
+        if not due.any():
+            return []
+        self.state[due] = HALF_OPEN
+        self.half_open_ok[due] = 0
+        return [
+            self._event(
+                now_step,
+                "breaker_half_open",
+                int(f),
+                {"opened_at": int(self.opened_at[f]), "cooldown_steps": int(self.cooldown[f])},
+            )
+            for f in np.flatnonzero(due)
+        ]
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"config": asdict(self.config)}
+        out.update({name: getattr(self, name).copy() for name in _ARRAYS})
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore exactly; raises ConfigError on a state of another shape or config."""
+        mine = asdict(self.config)
+        theirs = dict(state.get("config", {}))
+        if "fault_statuses" in theirs:
+            theirs["fault_statuses"] = tuple(theirs["fault_statuses"])
+        if theirs != mine:
+            raise ConfigError(
+                f"checkpoint: breakers were saved with config {theirs!r}, this run uses {mine!r}"
+            )
+        loaded: dict[str, np.ndarray] = {}
+        for name in _ARRAYS:
+            mine_arr: np.ndarray = getattr(self, name)
+            try:
+                arr = np.asarray(state[name], dtype=mine_arr.dtype)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ConfigError(f"checkpoint: breakers.{name}: {exc}") from None
+            if arr.shape != mine_arr.shape:
+                raise ConfigError(
+                    f"checkpoint: breakers.{name}: shape {arr.shape}, expected {mine_arr.shape}"
+                )
+            loaded[name] = arr.copy()
+        for name, arr in loaded.items():
+            setattr(self, name, arr)
+
+    # ------------------------------------------------------------------ internals
+    def _families(self, families: npt.ArrayLike) -> IntArray:
+        fam = np.asarray(families, dtype=np.int64).reshape(-1)
+        if fam.size and (fam.min() < 0 or fam.max() >= self.catalog.n_families):
+            raise ValueError(f"family ids must be in [0, {self.catalog.n_families})")
+        return fam
+
+    def _push_ring(self, fam: IntArray, fault: BoolArray) -> None:
+        """Write each outcome's fault flag into its family's ring, keeping the last W."""
+        w, n = self.config.fault_window, self.catalog.n_families
+        count = np.bincount(fam, minlength=n)
+        rank = occurrence_rank(fam)
+        keep = rank >= count[fam] - w  # only the last W of a family matter (no slot twice)
+        f, r = fam[keep], rank[keep]
+        self.ring[f, (self.ring_cursor[f] + r) % w] = fault[keep]
+        self.ring_cursor += count
+        np.minimum(self.ring_filled + count, w, out=self.ring_filled)
+
+    def _transition(
+        self,
+        step: int,
+        trip: BoolArray,
+        bad: BoolArray,
+        oks: IntArray,
+        reason: str | npt.NDArray[np.str_],
+    ) -> list[Event]:
+        """Open ``trip`` (CLOSED) families; judge HALF_OPEN ones by ``bad`` / ``oks``."""
+        cfg = self.config
+        half = self.state == HALF_OPEN
+        good = half & ~bad
+        self.half_open_ok[good] += oks[good]
+        reopen = half & bad
+        close = good & (self.half_open_ok >= cfg.half_open_successes)
+        opened = trip | reopen
+        why = np.broadcast_to(np.asarray(reason), trip.shape)
+        evidence = {int(f): self._evidence(int(f)) for f in np.flatnonzero(opened | close)}
+        grown = np.minimum(np.ceil(self.cooldown * cfg.cooldown_growth), cfg.max_cooldown_steps)
+        self.cooldown[reopen] = grown[reopen].astype(np.int64)
+        self.cooldown[trip] = cfg.cooldown_steps
+        self.cooldown[close] = cfg.cooldown_steps
+        self.state[opened] = OPEN
+        self.opened_at[opened] = step
+        self.trips[opened] += 1
+        events = [
+            self._event(
+                step,
+                "breaker_opened",
+                f,
+                {
+                    **evidence[f],
+                    "reason": str(why[f]) if trip[f] else f"half_open_{why[f]}",
+                    "cooldown_steps": int(self.cooldown[f]),
+                    "until_step": int(step + self.cooldown[f]),
+                },
+            )
+            for f in np.flatnonzero(opened).tolist()
+        ]
+        events += [
+            self._event(step, "breaker_closed", f, {**evidence[f], "trips": int(self.trips[f])})
+            for f in np.flatnonzero(close).tolist()
+        ]
+        self.state[close] = CLOSED
+        reset = opened | close  # the next episode is judged on fresh evidence
+        self.probe_streak[reset] = 0
+        self.failed_streak[reset] = 0
+        self.ring[reset] = False
+        self.ring_filled[reset] = 0
+        self.half_open_ok[reset] = 0
+        for e in events:
+            log.info("%s: %s %s", e.kind, e.family, e.payload)
+        return events
+
+    def _evidence(self, f: int) -> dict[str, Any]:
+        return {
+            "consecutive_probe_failures": int(self.probe_streak[f]),
+            "window_faults": int(self.ring[f].sum()),
+            "window_outcomes": int(self.ring_filled[f]),
+            "failed_streak": int(self.failed_streak[f]),
+            "fault_statuses": list(self.config.fault_statuses),
+            "half_open_successes": int(self.half_open_ok[f]),
+            "previous_state": STATE_NAMES[int(self.state[f])],
+        }
+
+    def _event(self, step: int, kind: str, f: int, payload: dict[str, Any]) -> Event:
+        cat = self.catalog
+        return Event(
+            step=int(step),
+            kind=kind,
+            family=cat.family_names[f],
+            domain=cat.domain_names[int(cat.domain_of_family[f])],
+            payload=payload,
+        )
+
+
+def _streak(
+    fam: IntArray, *, reset: BoolArray, counted: BoolArray, old: IntArray, n: int
+) -> IntArray:
+    """Run lengths after a batch of results, per family, without a loop.
+
+    For each family: the number of ``counted`` results after its last ``reset`` result in
+    this batch, or ``old`` plus all its ``counted`` results when none reset it.
+    """
+    idx = np.arange(fam.shape[0])
+    last_reset = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(last_reset, fam[reset], idx[reset])
+    after = counted & (idx > last_reset[fam])
+    runs = np.bincount(fam[after], minlength=n).astype(np.int64)
+    return np.where(last_reset >= 0, runs, old + runs)
