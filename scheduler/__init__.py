@@ -46,4 +46,5 @@ __all__ = [
     "dumps_state",
     "loads_state",
     "priority_scores",
+    "theil_sen",
 ]

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from domains import Catalog
+from policies import binomial_interval
 
 from ._curves import (
     BoolArray,
@@ -112,7 +113,11 @@ class HackingConfig:
     """When rising training success with a flat held-out probe suggests reward hacking.
 
     Suspected when the training slope's lower bound is above 0 while the probe's upper bound,
-    as a change across the same span of steps, is at most ``eps + ratio * training change``.
+    as a change across the same span of steps, is at most ``eps + ratio * training change``;
+    or, once the rise is over, when the training pass rate over the window stands more than
+    ``min_gap`` above the upper confidence bound of the pooled held-out probe at the same tier
+    (a hack that already saturated, e.g. after it drove tier promotions that reset the
+    curves).
     """
 
     eps: float = 0.05  # absolute probe change (across the training window) still called flat
@@ -122,6 +127,7 @@ class HackingConfig:
     min_points: int = 6  # points needed in both series
     min_train_change: float = 0.2  # training must also rise this much across its window
     confirm: int = 2  # consecutive rounds meeting the condition before the event
+    min_gap: float = 0.4  # training pass rate above the probe's upper bound ("level" test)
 
     def __post_init__(self) -> None:
         _need(self.eps >= 0, "hacking.eps", "must be >= 0", self.eps)
@@ -129,6 +135,7 @@ class HackingConfig:
         _need(self.min_train_change >= 0, "hacking.min_train_change", "must be >= 0",
               self.min_train_change)  # fmt: skip
         _need(self.confirm >= 1, "hacking.confirm", "must be >= 1", self.confirm)
+        _need(0 < self.min_gap <= 1, "hacking.min_gap", "must be in (0, 1]", self.min_gap)
         _need(0 <= self.cap <= 1, "hacking.cap", "must be in [0, 1]", self.cap)
         _need(self.window >= 3, "hacking.window", "must be >= 3", self.window)
         _need(2 <= self.min_points <= self.window, "hacking.min_points",
@@ -460,12 +467,24 @@ class Detectors:
             pool = (k1 + k2) / (n1 + n2)
             z = (k2 / n2 - k1 / n1) / np.sqrt(pool * (1 - pool) * (1 / n1 + 1 / n2))
         progressing = (lo > 0) | (z > stats.norm.ppf(self.config.alpha))
+        # Coin flips: training pays off half the time with no trend, and the held-out score
+        # sits at a half too; such a family reads well above "chance" yet learns nothing.
+        ts, tlo, _ = train
+        tmean = self._train.mean()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            probe_level = k2 / n2
+        coin = (
+            (self._train.fresh >= self.config.min_points)
+            & (np.abs(tmean - 0.5) <= cfg.coin_band)
+            & (tlo <= 0)  # no significant rise: the rewards are not teaching anything
+        )
+        coin_level = coin & (np.abs(probe_level - 0.5) <= cfg.coin_band)
         cond = (
             new
             & (curves.since_reset >= cfg.min_probes)
             & np.isfinite(slope)
             & ~progressing
-            & (level_ub <= cfg.chance_margin)
+            & ((level_ub <= cfg.chance_margin) | coin_level)
         )
         self._confirm = np.where(new, np.where(cond, self._confirm + 1, 0), self._confirm)
         fire = cond & (self._confirm >= cfg.confirm) & ~self._quarantined
@@ -474,13 +493,6 @@ class Detectors:
         lifted = self._quarantined & progressing & (level_lb > cfg.chance_margin)
         self._release = np.where(new, np.where(lifted, self._release + 1, 0), self._release)
         released = self._quarantined & new & (self._release >= cfg.confirm)
-        ts, tlo, _ = train
-        tmean = self._train.mean()
-        coin = (
-            (self._train.fresh >= self.config.min_points)
-            & (np.abs(tmean - 0.5) <= cfg.coin_band)
-            & (tlo <= 0)  # no significant rise: the rewards are not teaching anything
-        )
         events = self._events(
             step, "quarantined", fire & coin,
             {"reason": "coin_flip", "slope": slope, "slope_low": lo, "slope_high": hi,
@@ -525,12 +537,16 @@ class Detectors:
             & (curves.since_reset >= max(cfg.min_points, self.config.min_points))
             & np.isfinite(hi)
         )
-        cond = (
-            eligible
-            & (tlo > 0)
+        rising = (
+            (tlo > 0)
             & (train_change >= cfg.min_train_change)
             & (probe_change_high <= cfg.eps + cfg.ratio * train_change)
         )
+        passed, total = curves.pooled()
+        _, probe_upper = binomial_interval(passed, total, self.config.alpha)
+        train_mean = self._train.mean()
+        gap = train_mean - probe_upper
+        cond = eligible & (rising | (gap >= cfg.min_gap))
         self._hack_count = np.where(
             eligible, np.where(cond, self._hack_count + 1, 0), self._hack_count
         )
@@ -541,7 +557,8 @@ class Detectors:
             {"train_slope": ts, "train_slope_low": tlo, "train_slope_high": thi,
              "probe_slope": slope, "probe_slope_low": lo, "probe_slope_high": hi,
              "span_steps": span, "train_change": train_change,
-             "probe_change_high": probe_change_high, "weight_cap": cfg.cap},
+             "probe_change_high": probe_change_high, "train_mean": train_mean,
+             "probe_upper": probe_upper, "gap": gap, "weight_cap": cfg.cap},
         )  # fmt: skip
         self._hacking = (self._hacking & ~cleared) | fire
         return events
