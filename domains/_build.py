@@ -33,6 +33,9 @@ def build_catalog(manifests: Sequence[LoadedManifest]) -> Catalog:
         domain_min_share=np.array([d.min_share for d in domains], dtype=np.float64),
         domain_max_share=np.array([d.max_share for d in domains], dtype=np.float64),
         domain_priority=np.array([d.priority for d in domains], dtype=np.float64),
+        domain_compute_basis=np.array(
+            [d.quota is not None and d.quota.basis == "compute" for d in domains], dtype=bool
+        ),
         family_max_share=per_family([s.max_share for s in specs]),
         family_weight=per_family([s.weight for s in specs]),
         family_priority=per_family([s.priority for s in specs]),

@@ -58,6 +58,10 @@ class Catalog:
     sources: tuple[str, ...] = ()  # manifest files the catalog was loaded from
     source_hashes: Mapping[str, str] = field(default_factory=dict)  # file -> sha256 of its bytes
     specs: tuple[Any, ...] = ()  # the DomainSpec models, when loaded from manifests
+    # bool [n_domains]: the domain's quota counts compute (cost-weighted), not samples
+    domain_compute_basis: npt.NDArray[np.bool_] = field(
+        default_factory=lambda: np.zeros(0, dtype=bool)  # empty: all on a samples basis
+    )
 
     # Derived index arrays, filled in __post_init__.
     arm_start: IntArray = field(init=False)  # int64 [n_families + 1]
@@ -80,6 +84,8 @@ class Catalog:
             "pool_size": np.array([p.size for p in self.pools], dtype=np.int64),
             "probe_size": np.array([p.size for p in self.probe_pools], dtype=np.int64),
         }
+        if self.domain_compute_basis.shape != (len(self.domain_names),):
+            derived["domain_compute_basis"] = np.zeros(len(self.domain_names), dtype=bool)
         for name, value in derived.items():
             object.__setattr__(self, name, value)
         for value in vars(self).values():
@@ -153,6 +159,7 @@ class Catalog:
             self.reward_high,
             self.chance_success,
             self.pool_size,
+            self.domain_compute_basis,
         ):
             h.update(np.ascontiguousarray(arr).tobytes())
         return h.hexdigest()

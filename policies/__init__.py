@@ -6,7 +6,7 @@ from ._intervals import binomial_interval
 from ._learning_progress import LearningProgress
 from ._mixture import Mixture
 from ._pass_rate import PassRateBand
-from ._quota import project_quotas, waterfill
+from ._quota import project_quotas, project_quotas_compute, waterfill
 from ._registry import (
     Policy,
     PolicyConfigError,
@@ -46,6 +46,7 @@ __all__ = [
     "make_policy",
     "policy_params",
     "project_quotas",
+    "project_quotas_compute",
     "register",
     "smooth",
     "waterfill",

@@ -23,7 +23,7 @@ from policies import (
     TierController,
     make_policy,
     policy_params,
-    project_quotas,
+    project_quotas_compute,
     smooth,
 )
 
@@ -62,6 +62,16 @@ class SchedulerConfig:
     probe_window: int = 16  # probe points per family kept for slopes and detectors
     max_retries: int = 2  # re-queues of a task whose environment failed (timeout, env_error)
     retry_share: float = 0.25  # at most this share of a batch is retried tasks
+    cost_rate: float = 0.05  # EMA rate (per episode) of the learned cost of each family
+    cost_overrun: float = 3.0  # learned cost above this multiple of the estimate: an event
+    max_repeats: float | None = None  # draws of an arm per epoch, in pool sizes (None: no cap)
+    epoch_episodes: int = 100_000  # the epoch of max_repeats, in episodes
+
+    def __post_init__(self) -> None:
+        if self.max_repeats is not None and self.max_repeats <= 0:
+            raise ValueError(f"max_repeats must be positive or None, got {self.max_repeats}")
+        if not 0 < self.cost_rate <= 1 or self.cost_overrun <= 1 or self.epoch_episodes < 1:
+            raise ValueError("need 0 < cost_rate <= 1, cost_overrun > 1, epoch_episodes >= 1")
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,6 +81,23 @@ class Weights:
     arm: FloatArray  # float64 [n_arms], the policy's normalised raw weights
     family: FloatArray  # float64 [n_families], after smoothing and quota projection
     domain: FloatArray  # float64 [n_domains]
+
+
+def _fill_to_one(caps: FloatArray, ceiling: FloatArray) -> FloatArray:
+    """Scale up the caps below their ceiling until they sum to at least 1 (if they can)."""
+    for _ in range(8):  # each pass fills the room left by caps that hit their ceiling
+        if caps.sum() >= 1.0 - 1e-12:
+            break
+        below = caps < ceiling
+        room = caps[below].sum()
+        need = 1.0 - caps[~below].sum()
+        if room <= 0:  # nothing to scale: spread what is missing over the room left
+            spare = (ceiling - caps)[below]
+            caps = caps.copy()
+            caps[below] += spare * min(1.0, need / max(spare.sum(), 1e-300))
+            continue
+        caps = np.where(below, np.minimum(ceiling, caps * need / room), caps)
+    return caps
 
 
 class Scheduler:
@@ -100,6 +127,11 @@ class Scheduler:
         self.tiers = TierController(catalog, self.config.tiers)
         self.policy_state: dict[str, Any] = self.policy.init_state(catalog)
         self.cursor: IntArray = np.zeros(catalog.n_arms, dtype=np.int64)  # draws per arm
+        # float64 [n_families]: learned seconds per episode, starting from the manifest's
+        # estimate; compute quotas and the overrun alarm read it
+        self.cost: FloatArray = catalog.cost_s.astype(np.float64, copy=True)
+        self.cost_seen: IntArray = np.zeros(catalog.n_families, dtype=np.int64)
+        self.cost_alarm = np.zeros(catalog.n_families, dtype=bool)  # bool [n_families]
         self.breakers = CircuitBreakers(catalog, self.config.breakers)
         self.curves = ProbeCurves.from_catalog(catalog, window=self.config.probe_window)
         self.detectors = Detectors.from_catalog(catalog, self.config.detectors)
@@ -169,12 +201,14 @@ class Scheduler:
             temperature=self.config.temperature,
             floor=self.config.exploration_floor,
         )
-        family = project_quotas(
+        family = project_quotas_compute(
             family * self.family_factor,
             cat.domain_of_family,
             cat.domain_min_share,
             cat.domain_max_share,
-            np.where(self.breakers.open_mask, 0.0, cat.family_max_share),
+            self._family_caps(current),
+            self.cost,
+            cat.domain_compute_basis,
         )
         total = raw.sum()
         arm = raw / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
@@ -183,6 +217,24 @@ class Scheduler:
             dtype=np.float64,
         )
         return Weights(arm=arm, family=family, domain=domain)
+
+    def _family_caps(self, current: IntArray) -> FloatArray:
+        """Each family's share cap: 0 while its breaker is open, else its manifest cap and,
+        for a small variant pool, the share that draws its current arm ``max_repeats`` times
+        per pool per epoch. Where the caps together cannot fill a batch, the scarcity caps,
+        then the manifest caps, are scaled up evenly (logged), never the breakers."""
+        cat = self.catalog
+        open_ = ~self.breakers.open_mask
+        if not open_.any():
+            raise RuntimeError("every family's circuit breaker is open: nothing can be drawn")
+        caps = np.where(open_, cat.family_max_share, 0.0)
+        if self.config.max_repeats is not None:
+            scarce = self.config.max_repeats * cat.pool_size[current] / self.config.epoch_episodes
+            caps = _fill_to_one(np.minimum(caps, scarce), caps)
+        if caps.sum() < 1.0:
+            log.warning("family caps sum to %.3f < 1; relaxing them evenly", caps.sum())
+            caps = _fill_to_one(caps, open_.astype(np.float64))
+        return caps
 
     def _invalidate(self) -> None:
         if self.config.weights_every <= 1:
@@ -261,6 +313,7 @@ class Scheduler:
             attempt = np.zeros_like(arm)
         reward, succ, proc, cst, stat = arrays
         self._apply(step, arm, variant, reward, succ, proc, cst, stat)
+        self._learn_cost(step, self.catalog.family_of_arm[arm], cst)
         # Environment faults say nothing about the model: retry the task, watch the breaker.
         fault = np.isin(stat, _FAULTS)
         if fault.any():
@@ -458,6 +511,42 @@ class Scheduler:
         self.policy.observe(self.view(), self.policy_state, touched)
         self._invalidate()
 
+    def _learn_cost(self, step: int, family: IntArray, cost: FloatArray) -> None:
+        """EMA of seconds per episode (every status: a timeout costs compute too), and an
+        event when a family runs far over its manifest estimate."""
+        known = np.isfinite(cost)
+        if not known.any():
+            return
+        cat = self.catalog
+        fam = family[known]
+        k_all = np.bincount(fam, minlength=cat.n_families)
+        touched = np.flatnonzero(k_all)
+        k = k_all[touched].astype(np.float64)
+        mean = np.bincount(fam, weights=cost[known], minlength=cat.n_families)[touched] / k
+        alpha = 1.0 - (1.0 - self.config.cost_rate) ** k
+        self.cost[touched] += alpha * (mean - self.cost[touched])
+        self.cost_seen += k_all
+        ratio = self.cost / cat.cost_s
+        alarm = (ratio > self.config.cost_overrun) & (self.cost_seen >= 20)
+        for f in np.flatnonzero(alarm & ~self.cost_alarm).tolist():
+            self._events.append(
+                Event(
+                    step=step,
+                    kind="cost_overrun",
+                    family=cat.family_names[f],
+                    domain=cat.domain_names[int(cat.domain_of_family[f])],
+                    payload={
+                        "estimated_s": float(cat.cost_s[f]),
+                        "learned_s": float(self.cost[f]),
+                        "ratio": float(ratio[f]),
+                    },
+                )
+            )
+        # Re-arm once the cost is back under 80% of the alarm level.
+        self.cost_alarm = (self.cost_alarm | alarm) & (ratio > 0.8 * self.config.cost_overrun)
+        if cat.domain_compute_basis.any():
+            self._invalidate()
+
     # ------------------------------------------------------------------ probes
     def record_probe(
         self,
@@ -558,6 +647,9 @@ class Scheduler:
             "tiers": self.tiers.state_dict(),
             "policy_state": self.policy_state,
             "cursor": self.cursor.copy(),
+            "cost": self.cost.copy(),
+            "cost_seen": self.cost_seen.copy(),
+            "cost_alarm": self.cost_alarm.copy(),
             "family_factor": self.family_factor.copy(),
             "curves": self.curves.state_dict(),
             "detectors": self.detectors.state_dict(),
@@ -607,6 +699,9 @@ class Scheduler:
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"checkpoint: {exc}") from None
         self.cursor = cursor.copy()
+        self.cost = np.asarray(state["cost"], dtype=np.float64).copy()
+        self.cost_seen = np.asarray(state["cost_seen"], dtype=np.int64).copy()
+        self.cost_alarm = np.asarray(state["cost_alarm"], dtype=bool).copy()
         self.family_factor = family_factor.copy()
         self.seed = int(state["seed"])
         self.step = int(state["step"])

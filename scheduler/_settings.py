@@ -15,6 +15,8 @@ from pydantic_settings import (
 
 from policies import TierConfig
 
+from ._breakers import BreakerConfig
+from ._detectors import DetectorConfig
 from ._errors import ConfigError
 from ._scheduler import SchedulerConfig
 
@@ -54,6 +56,14 @@ class Settings(BaseSettings):
     temperature: float = Field(1.0, gt=0)
     weights_every: int = Field(1, ge=1)
     tiers: TierSettings = Field(default_factory=TierSettings)
+    max_retries: int = Field(2, ge=0)  # re-queues of a task whose environment failed
+    retry_share: float = Field(0.25, ge=0, le=1)  # most of a batch that retries may take
+    max_repeats: float | None = Field(None, gt=0)  # draws per arm per epoch, in pool sizes
+    epoch_episodes: int = Field(100_000, ge=1)  # the epoch of max_repeats
+    cost_overrun: float = Field(3.0, gt=1)  # learned/estimated cost ratio that raises an event
+    probe_window: int = Field(16, ge=2)  # probe points per family kept for slopes
+    breakers: dict[str, Any] = Field(default_factory=dict)  # BreakerConfig fields
+    detectors: dict[str, Any] = Field(default_factory=dict)  # DetectorConfig fields (nested)
     probe_every: int = Field(25, ge=1)  # steps between probe rounds
     checkpoint_every: int = Field(100, ge=1)  # steps between checkpoints
     detail_every: int = Field(10, ge=1)  # steps between per-family metrics
@@ -65,14 +75,30 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
 
     def scheduler_config(self) -> SchedulerConfig:
-        return SchedulerConfig(
-            ema_fast=self.ema_fast,
-            ema_slow=self.ema_slow,
-            exploration_floor=self.exploration_floor,
-            temperature=self.temperature,
-            weights_every=self.weights_every,
-            tiers=TierConfig(**self.tiers.model_dump()),
-        )
+        """The SchedulerConfig these settings describe; ConfigError names a bad field."""
+        try:
+            breakers = BreakerConfig(**self.breakers)
+        except TypeError as exc:
+            raise ConfigError(f"breakers: {exc}") from None
+        try:
+            return SchedulerConfig(
+                ema_fast=self.ema_fast,
+                ema_slow=self.ema_slow,
+                exploration_floor=self.exploration_floor,
+                temperature=self.temperature,
+                weights_every=self.weights_every,
+                tiers=TierConfig(**self.tiers.model_dump()),
+                breakers=breakers,
+                detectors=DetectorConfig.from_dict(self.detectors),
+                probe_window=self.probe_window,
+                max_retries=self.max_retries,
+                retry_share=self.retry_share,
+                cost_overrun=self.cost_overrun,
+                max_repeats=self.max_repeats,
+                epoch_episodes=self.epoch_episodes,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"settings: {exc}") from None
 
     @classmethod
     def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Settings:
