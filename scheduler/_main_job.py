@@ -1,9 +1,15 @@
-"""`curriculum simulate`: the policy and a baseline on the same seed, side by side."""
+"""`curriculum simulate`: the policy and a baseline on the same seed, side by side.
+
+Both runs go to the store (resumable) and to MLflow (the baseline with aggregates only).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.progress import (
@@ -18,8 +24,15 @@ from rich.table import Table
 
 from domains import load_catalog
 
+from ._batch import Batch
+from ._recorder import ProbeRound, RecordingConfig, RunRecorder
 from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
+from .backends import BatchOutcomes
+from .store import Store, StoreError, open_store
+from .tracking import MLflowTracker, NullTracker, Tracker, TrackingError, flatten_params
+
+log = logging.getLogger(__name__)
 
 _FLAGS = (
     "steps",
@@ -39,6 +52,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.load(args.config, **overrides)
 
 
+@dataclass
+class _Outcome:
+    summary: RunSummary
+    recorder: RunRecorder
+    tracker: Tracker
+
+
 def _table(main: RunSummary, base: RunSummary | None) -> Table:
     table = Table(title="curriculum vs baseline (same seed, same learner)")
     table.add_column("metric")
@@ -48,10 +68,8 @@ def _table(main: RunSummary, base: RunSummary | None) -> Table:
         table.add_column("ratio", justify="right")
 
     def row(name: str, a: float, b: float | None, fmt: str = "{:.3f}") -> None:
-        if base is None:
-            b = None
         cells = [name, fmt.format(a)]
-        if base is not None and b is not None:
+        if b is not None:
             cells += [fmt.format(b), f"{a / b:.2f}x" if b else "-"]
         table.add_row(*cells)
 
@@ -71,14 +89,45 @@ def _table(main: RunSummary, base: RunSummary | None) -> Table:
     return table
 
 
+def _open_store(settings: Settings, args: argparse.Namespace, err: Console) -> Store | None:
+    if args.no_store:
+        return None
+    return open_store(settings.db)
+
+
+def _tracker(settings: Settings, args: argparse.Namespace, err: Console) -> Tracker:
+    if args.no_tracking:
+        return NullTracker()
+    return MLflowTracker(settings.tracking_uri, settings.experiment)
+
+
+def _run_name(settings: Settings, store: Store | None, resume: bool) -> str:
+    if settings.run_name:
+        return settings.run_name
+    if resume:
+        runs = [r for r in (store.runs() if store else []) if not r.name.endswith(".baseline")]
+        if not runs:
+            raise StoreError("--resume: no run to resume in the store; pass --run-name")
+        return max(runs, key=lambda r: r.created_at).name
+    return time.strftime("sim-%Y%m%d-%H%M%S")
+
+
 def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
     settings = settings_from_args(args)
     catalog = load_catalog(*settings.domains)
-    names = [settings.policy] + ([] if args.no_baseline else [settings.baseline])
-    summaries: list[RunSummary] = []
+    settings.scheduler_config()  # surface config errors before anything is created
+    roles = [("main", settings.policy)]
+    if not args.no_baseline:
+        roles.append(("baseline", settings.baseline))
+    params = flatten_params(settings.model_dump())
+    results: list[_Outcome] = []
     with ExitStack() as stack:
+        store = _open_store(settings, args, err)
+        if store is not None:
+            stack.callback(store.close)
+        run_name = _run_name(settings, store, args.resume)
         progress = Progress(
-            TextColumn("{task.description:>20}"),
+            TextColumn("{task.description:>24}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -86,17 +135,80 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
             disable=args.no_progress,
         )
         stack.enter_context(progress)
-        for name in names:
+        for role, name in roles:
             sim = SimulationRun(catalog, settings, name)
-            task = progress.add_task(name, total=settings.steps, completed=sim.step)
+            tracker = _tracker(settings, args, err)
+            recorder = RunRecorder(
+                sim.scheduler,
+                run_name=run_name if role == "main" else f"{run_name}.baseline",
+                store=store,
+                tracker=tracker,
+                config=RecordingConfig(
+                    checkpoint_every=settings.checkpoint_every,
+                    domain_every=max(1, settings.detail_every // 5),
+                    detail_every=settings.detail_every,
+                    detail=role == "main",
+                ),
+                state=sim.state_dict,
+                load_state=sim.load_state_dict,
+                params={**params, "role": role},
+            )
+            try:
+                restored = recorder.open(resume=args.resume)
+            except TrackingError as exc:
+                err.print(f"warning: MLflow unavailable ({exc}); continuing without tracking")
+                recorder.tracker = NullTracker()
+                tracker = recorder.tracker
+                restored = recorder.open(resume=args.resume)
+            if restored is not None:
+                err.print(f"{recorder.run_name}: resumed from the checkpoint at step {restored}")
+            task = progress.add_task(f"{name} ({role})", total=settings.steps, completed=sim.step)
 
-            def tick(run: SimulationRun, *_: object, task_id: TaskID = task) -> None:
+            def on_step(
+                run: SimulationRun,
+                batch: Batch,
+                outcome: BatchOutcomes,
+                probes: ProbeRound | None,
+                task_id: TaskID = task,
+                rec: RunRecorder = recorder,
+            ) -> None:
+                rec.step(batch, outcome, probes, extra=run.extra_metrics())
                 progress.update(task_id, completed=run.step)
 
-            summaries.append(run_simulation(catalog, settings, name, on_step=tick, run=sim))
+            summary = run_simulation(catalog, settings, name, on_step=on_step, run=sim)
+            recorder.close(
+                {
+                    "policy": summary.policy,
+                    "final_score": summary.final_score,
+                    "p10": summary.p10,
+                    "auc": summary.auc,
+                    "waste": summary.waste,
+                    "steps": summary.steps,
+                }
+            )
+            results.append(_Outcome(summary, recorder, tracker))
+        if not args.no_tracking:
+            err.print("flushing MLflow ...")
+        for r in results:
+            stats = r.tracker.close()
+            if stats.dropped:
+                err.print(f"warning: {stats.dropped} metric values could not be logged")
+    main, base = results[0].summary, results[1].summary if len(results) > 1 else None
     out.print(
         f"{catalog.n_domains} domains, {catalog.n_families} families, {catalog.n_arms} arms; "
         f"{settings.steps} steps x {settings.batch_size} episodes, seed {settings.seed}"
     )
-    out.print(_table(summaries[0], summaries[1] if len(summaries) > 1 else None))
+    out.print(_table(main, base))
+    rec = results[0].recorder
+    if store is not None:
+        out.print(
+            f"run {rec.run_name!r} stored in {settings.db} (curriculum report {rec.run_name})"
+        )
+    if rec.mlflow_run_id:
+        out.print(
+            f"MLflow run {rec.mlflow_run_id} in {settings.tracking_uri} "
+            f"(curriculum ui --tracking-uri {settings.tracking_uri})"
+        )
+    overhead = rec.overhead_s / max(main.steps, 1) * 1000
+    out.print(f"recording overhead on the training thread: {overhead:.2f} ms/step")
     return 0

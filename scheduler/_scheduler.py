@@ -132,6 +132,9 @@ class Scheduler:
         self.cost: FloatArray = catalog.cost_s.astype(np.float64, copy=True)
         self.cost_seen: IntArray = np.zeros(catalog.n_families, dtype=np.int64)
         self.cost_alarm = np.zeros(catalog.n_families, dtype=bool)  # bool [n_families]
+        # float64 [n_domains]: compute-quota translation of the last projection, its warm start
+        self.compute_ratio: FloatArray = np.ones(catalog.n_domains)
+        self.quota_short = np.zeros(catalog.n_domains, dtype=bool)  # bool [n_domains]
         self.breakers = CircuitBreakers(catalog, self.config.breakers)
         self.curves = ProbeCurves.from_catalog(catalog, window=self.config.probe_window)
         self.detectors = Detectors.from_catalog(catalog, self.config.detectors)
@@ -201,7 +204,7 @@ class Scheduler:
             temperature=self.config.temperature,
             floor=self.config.exploration_floor,
         )
-        family = project_quotas_compute(
+        family, self.compute_ratio = project_quotas_compute(
             family * self.family_factor,
             cat.domain_of_family,
             cat.domain_min_share,
@@ -209,7 +212,9 @@ class Scheduler:
             self._family_caps(current),
             self.cost,
             cat.domain_compute_basis,
+            ratio=self.compute_ratio,
         )
+        self._check_quotas(family)
         total = raw.sum()
         arm = raw / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
         domain = np.asarray(
@@ -217,6 +222,32 @@ class Scheduler:
             dtype=np.float64,
         )
         return Weights(arm=arm, family=family, domain=domain)
+
+    def _check_quotas(self, family: FloatArray) -> None:
+        """An event when a domain cannot hold its min_share (its families are blocked or
+        capped by scarce variants), once until it can again."""
+        cat = self.catalog
+        share = np.bincount(cat.domain_of_family, weights=family, minlength=cat.n_domains)
+        if cat.domain_compute_basis.any():
+            spent = np.bincount(
+                cat.domain_of_family, weights=family * self.cost, minlength=cat.n_domains
+            )
+            share = np.where(cat.domain_compute_basis, spent / spent.sum(), share)
+        short = share < cat.domain_min_share * (1.0 - 1e-3) - 1e-9
+        for d in np.flatnonzero(short & ~self.quota_short).tolist():
+            self._events.append(
+                Event(
+                    step=self.step,
+                    kind="quota_unreachable",
+                    domain=cat.domain_names[d],
+                    payload={
+                        "min_share": float(cat.domain_min_share[d]),
+                        "share": float(share[d]),
+                        "basis": "compute" if cat.domain_compute_basis[d] else "samples",
+                    },
+                )
+            )
+        self.quota_short = short
 
     def _family_caps(self, current: IntArray) -> FloatArray:
         """Each family's share cap: 0 while its breaker is open, else its manifest cap and,
@@ -650,6 +681,8 @@ class Scheduler:
             "cost": self.cost.copy(),
             "cost_seen": self.cost_seen.copy(),
             "cost_alarm": self.cost_alarm.copy(),
+            "compute_ratio": self.compute_ratio.copy(),
+            "quota_short": self.quota_short.copy(),
             "family_factor": self.family_factor.copy(),
             "curves": self.curves.state_dict(),
             "detectors": self.detectors.state_dict(),
@@ -702,6 +735,8 @@ class Scheduler:
         self.cost = np.asarray(state["cost"], dtype=np.float64).copy()
         self.cost_seen = np.asarray(state["cost_seen"], dtype=np.int64).copy()
         self.cost_alarm = np.asarray(state["cost_alarm"], dtype=bool).copy()
+        self.compute_ratio = np.asarray(state["compute_ratio"], dtype=np.float64).copy()
+        self.quota_short = np.asarray(state["quota_short"], dtype=bool).copy()
         self.family_factor = family_factor.copy()
         self.seed = int(state["seed"])
         self.step = int(state["step"])

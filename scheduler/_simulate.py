@@ -18,6 +18,7 @@ from domains import Catalog
 from policies import policy_params
 
 from ._batch import Batch
+from ._recorder import ProbeRound
 from ._scheduler import Scheduler
 from ._settings import Settings
 from .backends import BatchOutcomes, FamilyKind, SimulatedLearner, SimulatedLearnerConfig
@@ -47,7 +48,7 @@ class RunSummary:
         return int(self.curve_steps[hit[0]]) if hit.size else None
 
 
-StepHook = Callable[["SimulationRun", Batch, BatchOutcomes], None]
+StepHook = Callable[["SimulationRun", Batch, BatchOutcomes, "ProbeRound | None"], None]
 
 
 class SimulationRun:
@@ -76,7 +77,6 @@ class SimulationRun:
         self.seconds = 0.0
         self.curve_steps: list[int] = []
         self.curve: list[float] = []
-        self.last_probe: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def step(self) -> int:
@@ -91,7 +91,7 @@ class SimulationRun:
         result: FloatArray = self.learner.true_score()[self.scored]
         return result
 
-    def advance(self) -> tuple[Batch, BatchOutcomes]:
+    def advance(self) -> tuple[Batch, BatchOutcomes, ProbeRound | None]:
         """One training step, then a probe round if one is due."""
         start = time.perf_counter()
         sched = self.scheduler
@@ -107,20 +107,28 @@ class SimulationRun:
         )
         self.episodes += len(batch)
         self.wasted += int(self.learner.wasted(batch.family, batch.tier).sum())
+        probes = None
         if sched.step % self.settings.probe_every == 0 or sched.step == 1:
-            self.probe()
+            probes = self.probe()
         self.seconds += time.perf_counter() - start
-        return batch, out
+        return batch, out, probes
 
-    def probe(self) -> None:
+    def probe(self) -> ProbeRound:
         """Probe every family at its current tier and record the curve point."""
         families = np.arange(self.catalog.n_families)
         tiers = self.scheduler.tiers.tier.copy()
         scores, n = self.learner.probe_many(families, tiers)
         self.scheduler.record_probes(families, scores, tiers=tiers, n=n)
-        self.last_probe = (tiers, scores, n)
         self.curve_steps.append(self.scheduler.step)
         self.curve.append(float(self.score().mean()))
+        return ProbeRound(families=families, tiers=tiers, scores=scores, n=n)
+
+    def extra_metrics(self) -> dict[str, float]:
+        """Simulation-only truths for the tracker (a real trainer has no such oracle)."""
+        return {
+            "sim/true_score": self.curve[-1] if self.curve else float("nan"),
+            "sim/waste": self.wasted / max(self.episodes, 1),
+        }
 
     def summary(self) -> RunSummary:
         score = self.score()
@@ -175,7 +183,7 @@ def run_simulation(
     sim = run or SimulationRun(catalog, settings, policy)
     target = settings.steps if steps is None else steps
     while sim.step < target:
-        batch, out = sim.advance()
+        batch, out, probes = sim.advance()
         if on_step is not None:
-            on_step(sim, batch, out)
+            on_step(sim, batch, out, probes)
     return sim.summary()

@@ -25,7 +25,7 @@ def test_compute_quota_projection_holds_compute_shares() -> None:
     dof = np.array([0, 0, 1, 1])
     cost = np.array([1.0, 1.0, 10.0, 10.0])
     lo = hi = np.array([0.5, 0.5])
-    p = project_quotas_compute(np.ones(4), dof, lo, hi, np.ones(4), cost, np.array([True, True]))
+    p, _ = project_quotas_compute(np.ones(4), dof, lo, hi, np.ones(4), cost, np.array([True, True]))
     compute = np.bincount(dof, p * cost) / (p * cost).sum()
     np.testing.assert_allclose(compute, [0.5, 0.5], atol=1e-9)
     np.testing.assert_allclose(np.bincount(dof, p), [10 / 11, 1 / 11], atol=1e-9)

@@ -1,0 +1,96 @@
+"""Helpers shared by the quality benchmarks: seed aggregation and markdown tables."""
+
+from __future__ import annotations
+
+import math
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import yaml
+
+from domains import CurriculumError
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean and sample standard deviation over seeds (NaN values are left out and counted)."""
+
+    mean: float
+    sd: float
+    n: int  # number of finite values
+    of: int  # number of values given
+
+    @classmethod
+    def of_values(cls, values: Sequence[float | None]) -> Stat:
+        arr = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+        ok = arr[np.isfinite(arr)]
+        mean = float(ok.mean()) if ok.size else math.nan
+        sd = float(ok.std(ddof=1)) if ok.size > 1 else 0.0
+        return cls(mean=mean, sd=sd, n=int(ok.size), of=int(arr.size))
+
+    def fmt(self, digits: int = 3, *, integer: bool = False) -> str:
+        """``0.512 ± 0.010``; ``—`` when no seed has a value; ``(k/n)`` when only some do."""
+        if self.n == 0:
+            return "—"
+        if integer:
+            text = f"{self.mean:,.0f} ± {self.sd:,.0f}"
+        else:
+            text = f"{self.mean:.{digits}f} ± {self.sd:.{digits}f}"
+        return text if self.n == self.of else f"{text} ({self.n}/{self.of})"
+
+
+def steps_to(curve_steps: npt.ArrayLike, curve: npt.ArrayLike, target: float) -> int | None:
+    """First step at which ``curve`` reaches ``target`` (None if it never does)."""
+    values = np.asarray(curve, dtype=np.float64)
+    hit = np.flatnonzero(values >= target - 1e-12)
+    return int(np.asarray(curve_steps)[hit[0]]) if hit.size else None
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub markdown table; the first column is left-aligned, the rest right-aligned."""
+    align = [":---"] + ["---:"] * (len(header) - 1)
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    """One line naming the machine and the date, for the docs."""
+    try:
+        cpu = subprocess.run(
+            ["nproc"], capture_output=True, text=True, check=False, timeout=5
+        ).stdout.strip()
+    except OSError:
+        cpu = "?"
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, "
+        f"{cpu} CPU cores, Python {platform.python_version()}"
+    )
+
+
+class BenchError(CurriculumError):
+    """Bad benchmark arguments: names the flag and what would be right."""
+
+
+def parse_assignments(flag: str, items: Sequence[str]) -> dict[str, Any]:
+    """``["a=1", "b.c=[1, 2]"]`` -> ``{"a": 1, "b.c": [1, 2]}``; values are YAML literals."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise BenchError(
+                f"{flag} {item!r}: expected KEY=VALUE, e.g. {flag} learning_rate=0.002"
+            )
+        try:
+            out[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise BenchError(f"{flag} {item!r}: the value is not a YAML literal ({exc})") from None
+    return out

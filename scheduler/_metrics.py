@@ -1,0 +1,114 @@
+"""Metric names and values for a run, built from scheduler state with no loop over families.
+
+One naming scheme, grouped by the MLflow UI on the first path segment:
+
+- every step: ``run/score_mean`` and ``run/score_p10`` (chance-normalised latest probes),
+  ``run/weight_entropy``, ``run/pass_rate``, ``run/fault_rate``, ``run/quarantined``,
+  ``run/breakers_open``;
+- every ``domain_every`` steps: ``weight/<domain>``, ``quota_use/<domain>`` (share over
+  max_share), ``pass_rate/<domain>``, ``probe/<domain>``;
+- every ``detail_every`` steps: ``weight/<domain>/<family>``, ``tier/<domain>/<family>``,
+  ``pass_rate/<domain>/<family>``, ``probe/<domain>/<family>``, ``slope/<domain>/<family>``.
+
+The tracker adds ``events/<kind>`` counts and ``tracking/*`` accounting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from domains import Catalog
+
+from ._batch import Batch, Status
+from ._scheduler import Scheduler
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class RunMetrics:
+    """Builds the metric dicts of one run; names are made once, values are array slices."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        domains = catalog.domain_names
+        family_path = [
+            f"{domains[int(d)]}/{name}"
+            for d, name in zip(catalog.domain_of_family, catalog.family_names, strict=True)
+        ]
+        self._domain_keys = {
+            kind: [f"{kind}/{d}" for d in domains]
+            for kind in ("weight", "quota_use", "pass_rate", "probe")
+        }
+        self._family_keys = {
+            kind: [f"{kind}/{p}" for p in family_path]
+            for kind in ("weight", "tier", "pass_rate", "probe", "slope")
+        }
+
+    def per_step(self, sched: Scheduler, batch: Batch, status: npt.NDArray[np.int64],
+                 success: FloatArray) -> dict[str, float]:  # fmt: skip
+        """Aggregates: cheap enough for every step."""
+        family = sched.weights().family
+        positive = family[family > 0]
+        scores = sched.curves.normalized
+        probed = scores[np.isfinite(scores)]
+        counted = np.isin(status, (int(Status.OK), int(Status.FAILED)))
+        metrics = {
+            "run/weight_entropy": float(-(positive * np.log(positive)).sum()),
+            "run/pass_rate": float(success[counted].mean()) if counted.any() else float("nan"),
+            "run/fault_rate": float(1.0 - counted.mean()) if len(batch) else 0.0,
+            "run/quarantined": float(sched.detectors.quarantined.sum()),
+            "run/breakers_open": float(sched.breakers.open_mask.sum()),
+        }
+        if probed.size:
+            metrics["run/score_mean"] = float(probed.mean())
+            metrics["run/score_p10"] = float(np.percentile(probed, 10))
+        return metrics
+
+    def per_domain(self, sched: Scheduler) -> dict[str, float]:
+        cat = self.catalog
+        w = sched.weights()
+        current = cat.arm_start[:-1] + sched.tiers.tier
+        pass_rate = sched.stats.success_fast[current]
+        seen = sched.stats.count[current] > 0
+        n_dom = cat.n_domains
+        dom = cat.domain_of_family
+        seen_n = np.bincount(dom, weights=seen, minlength=n_dom)
+        passed = np.bincount(dom, weights=np.where(seen, pass_rate, 0.0), minlength=n_dom)
+        dom_pass: FloatArray = np.where(seen_n > 0, passed / np.maximum(seen_n, 1), np.nan)
+        probe, _ = sched.curves.domain_curve()
+        values: dict[str, FloatArray] = {
+            "weight": w.domain,
+            "quota_use": w.domain / cat.domain_max_share,
+            "pass_rate": dom_pass,
+            "probe": probe,
+        }
+        return _finite(self._domain_keys, values)
+
+    def per_family(self, sched: Scheduler) -> dict[str, float]:
+        cat = self.catalog
+        current = cat.arm_start[:-1] + sched.tiers.tier
+        slope, _, _ = sched.curves.slope()
+        values = {
+            "weight": sched.weights().family,
+            "tier": sched.tiers.tier.astype(np.float64),
+            "pass_rate": np.where(
+                sched.stats.count[current] > 0, sched.stats.success_fast[current], np.nan
+            ),
+            "probe": sched.curves.latest,
+            "slope": slope,
+        }
+        return _finite(self._family_keys, values)
+
+
+def _finite(keys: dict[str, list[str]], values: dict[str, FloatArray]) -> dict[str, float]:
+    """Pair names with values, leaving out NaN (MLflow charts a gap rather than a zero)."""
+    out: dict[str, float] = {}
+    for kind, arr in values.items():
+        ok = np.isfinite(arr)
+        names = keys[kind]
+        out.update(
+            (names[i], v)
+            for i, v in zip(np.flatnonzero(ok).tolist(), arr[ok].tolist(), strict=True)
+        )
+    return out

@@ -1,0 +1,193 @@
+"""RunRecorder: writes a run to the store and the tracker, step by step, and resumes it.
+
+The scheduler knows nothing of either: the recorder reads its state after each step. Store
+rows are buffered and committed with a checkpoint every ``checkpoint_every`` steps in one
+transaction (StepWriter), so a crash loses at most the uncommitted tail and a resume starts
+from a checkpoint whose rows are all there. Tracker calls only queue values; MLflow is
+written from the tracker's background worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from policies import binomial_interval, policy_params
+
+from ._batch import Batch
+from ._metrics import RunMetrics
+from ._scheduler import Scheduler
+from ._serialize import dumps_state, loads_state
+from .backends import BatchOutcomes
+from .store import OutcomeRows, ProbePoints, StepWriter, Store
+from .tracking import NullTracker, Tracker
+
+log = logging.getLogger(__name__)
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class RecordingConfig:
+    checkpoint_every: int = 100  # steps per store commit (rows + checkpoint, one transaction)
+    domain_every: int = 10  # steps between per-domain metrics
+    detail_every: int = 50  # steps between per-family metrics
+    detail: bool = True  # log per-domain and per-family metrics at all
+
+
+@dataclass(frozen=True, eq=False)
+class ProbeRound:
+    """The probe points recorded at one step."""
+
+    families: IntArray
+    tiers: IntArray
+    scores: FloatArray
+    n: IntArray
+
+
+class RunRecorder:
+    """Records one scheduler run. ``state``/``load_state`` cover whatever a checkpoint must
+    hold beyond the scheduler (the simulated learner, running totals)."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        run_name: str,
+        store: Store | None = None,
+        tracker: Tracker | None = None,
+        config: RecordingConfig | None = None,
+        state: Callable[[], dict[str, Any]] | None = None,
+        load_state: Callable[[dict[str, Any]], None] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.run_name = run_name
+        self.store = store
+        self.tracker: Tracker = tracker or NullTracker()
+        self.config = config or RecordingConfig()
+        self._state = state or scheduler.state_dict
+        self._load_state = load_state or scheduler.load_state_dict
+        self._params = dict(params or {})
+        self.metrics = RunMetrics(scheduler.catalog)
+        self.run_id: int | None = None
+        self.mlflow_run_id: str | None = None
+        self._writer: StepWriter | None = None
+        self.overhead_s = 0.0  # time spent in the recorder on the training thread
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self, *, resume: bool = False) -> int | None:
+        """Create the run (or resume it from its latest checkpoint). Returns the restored
+        step, or None for a fresh run."""
+        sched = self.scheduler
+        restored: int | None = None
+        resume_mlflow: str | None = None
+        if self.store is not None:
+            info = self.store.open_run(
+                self.run_name,
+                seed=sched.seed,
+                config={"params": self._params, "policy": policy_params(sched.policy)},
+                catalog=sched.catalog,
+                resume=resume,
+            )
+            self.run_id = info.run_id
+            checkpoint = self.store.latest_checkpoint(info.run_id) if resume else None
+            if checkpoint is not None:
+                step, blob = checkpoint
+                state = loads_state(blob)
+                self._load_state(state["run"])
+                resume_mlflow = state.get("mlflow_run_id") or None
+                self.store.truncate_after(info.run_id, step)
+                restored = step
+            self._writer = StepWriter(
+                self.store, info.run_id, every_steps=self.config.checkpoint_every
+            )
+        self.mlflow_run_id = self.tracker.start(
+            self.run_name,
+            params={**self._params, "policy": policy_params(sched.policy), "seed": sched.seed},
+            tags={"catalog": sched.catalog.fingerprint[:16]},
+            resume_run_id=resume_mlflow,
+        )
+        if restored is None:
+            for path in sched.catalog.sources:
+                self.tracker.log_artifact(path, "manifests")
+        return restored
+
+    def _checkpoint(self) -> bytes:
+        return dumps_state({"run": self._state(), "mlflow_run_id": self.mlflow_run_id or ""})
+
+    def step(self, batch: Batch, outcomes: BatchOutcomes, probes: ProbeRound | None = None,
+             extra: Mapping[str, float] | None = None) -> None:  # fmt: skip
+        """Record one reported step (after ``scheduler.report`` and any probes)."""
+        start = time.perf_counter()
+        sched = self.scheduler
+        step = batch.step
+        events = sched.drain_events()
+        if self._writer is not None:
+            self._writer.step(
+                step,
+                self._checkpoint,
+                probe_points=None if probes is None else self._probe_points(step, probes),
+                events=events,
+                weights=sched.weights().family,
+                outcomes=_outcome_rows(batch, outcomes),
+            )
+        metrics = self.metrics.per_step(sched, batch, outcomes.status, outcomes.success)
+        if extra:
+            metrics.update(extra)
+        if self.config.detail and step % self.config.domain_every == 0:
+            metrics.update(self.metrics.per_domain(sched))
+        if self.config.detail and step % self.config.detail_every == 0:
+            metrics.update(self.metrics.per_family(sched))
+        self.tracker.log_metrics(metrics, step)
+        if events:
+            self.tracker.log_events(events)
+        self.overhead_s += time.perf_counter() - start
+
+    def close(self, summary: Mapping[str, Any] | None = None) -> None:
+        """Commit the tail with a final checkpoint, log the summary, close the tracker run."""
+        sched = self.scheduler
+        if self._writer is not None:
+            self._writer.commit(sched.step - 1, self._checkpoint())
+        if summary:
+            self.tracker.log_dict(dict(summary), "summary.json")
+        self.tracker.log_dict(
+            {"policy": policy_params(sched.policy), "weights": sched.weights().family.tolist()},
+            "final_weights.json",
+        )
+
+    def _probe_points(self, step: int, probes: ProbeRound) -> ProbePoints:
+        passed = probes.scores * probes.n
+        low, high = binomial_interval(passed, probes.n.astype(np.float64))
+        return ProbePoints(
+            family=probes.families,
+            tier=probes.tiers,
+            step=np.full(probes.families.shape[0], step, dtype=np.int64),
+            wall_time=np.full(probes.families.shape[0], time.time()),
+            score=probes.scores,
+            n=probes.n,
+            ci_low=low,
+            ci_high=high,
+        )
+
+
+def _outcome_rows(batch: Batch, out: BatchOutcomes) -> OutcomeRows:
+    return OutcomeRows(
+        step=np.full(len(batch), batch.step, dtype=np.int64),
+        arm=batch.arm,
+        family=batch.family,
+        tier=batch.tier,
+        variant=batch.variant,
+        reward=out.reward,
+        success=out.success,
+        process=out.process,
+        cost=out.cost,
+        status=out.status,
+    )

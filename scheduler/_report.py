@@ -1,0 +1,88 @@
+"""`curriculum report`: a run read back from the store, for a person at a terminal."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from ._settings import Settings
+from .store import RunInfo, Store, StoreError, open_store
+
+ATTENTION = ("regression", "plateau", "quarantined", "suspected_reward_hacking", "breaker_opened")
+
+
+def _pick_run(store: Store, name: str | None) -> RunInfo:
+    if name:
+        info = store.get_run(name)
+        if info is None:
+            known = ", ".join(r.name for r in store.runs()) or "(no runs yet)"
+            raise StoreError(f"no run named {name!r} in the store; known runs: {known}")
+        return info
+    runs = store.runs()
+    if not runs:
+        raise StoreError("the store holds no runs yet: run `curriculum simulate` first")
+    return max(runs, key=lambda r: r.created_at)
+
+
+def print_report(db: str | None, run: str | None, out: Console, *, limit: int = 20) -> int:
+    url = db or Settings.load().db
+    store = open_store(url)
+    try:
+        info = _pick_run(store, run)
+        _print(store, info, out, limit)
+    finally:
+        store.close()
+    return 0
+
+
+def _print(store: Store, info: RunInfo, out: Console, limit: int) -> None:
+    checkpoint = store.latest_checkpoint(info.run_id)
+    policy = info.config.get("policy", {})
+    out.print(
+        f"run {info.name!r} (id {info.run_id}), created {info.created_at:%Y-%m-%d %H:%M}Z, "
+        f"seed {info.seed}, policy {policy.get('name', '?')}, {len(info.families)} families"
+    )
+    out.print(
+        "latest checkpoint: "
+        + (f"step {checkpoint[0]}" if checkpoint else "none (the run never committed)")
+    )
+    points = store.probe_points(info.run_id)
+    if len(points):
+        # The latest probe of every family, then a mean per step for the curve's ends.
+        order = np.lexsort((points.step, points.family))
+        last = np.r_[points.family[order][1:] != points.family[order][:-1], True]
+        latest = order[last]
+        steps = np.unique(points.step)
+        first_mean = float(points.score[points.step == steps[0]].mean())
+        out.print(
+            f"probe curve: {len(points)} points over {steps.size} rounds; mean score "
+            f"{first_mean:.3f} at step {steps[0]} -> {float(points.score[latest].mean()):.3f} "
+            f"at step {steps[-1]}"
+        )
+    events = store.events(info.run_id)
+    counts = Counter(e.kind for e in events)
+    if counts:
+        out.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    # Families that need attention: the latest attention-worthy event of each family.
+    latest_by_family = {e.family: e for e in events if e.kind in ATTENTION and e.family}
+    if latest_by_family:
+        table = Table(title="families that need attention (latest event of each)")
+        for col in ("family", "domain", "event", "step"):
+            table.add_column(col)
+        for e in sorted(latest_by_family.values(), key=lambda e: -e.step)[:limit]:
+            table.add_row(e.family or "", e.domain or "", e.kind, str(e.step))
+        out.print(table)
+    if events:
+        table = Table(title=f"last {min(limit, len(events))} events")
+        for col in ("step", "kind", "family / domain", "evidence"):
+            table.add_column(col)
+        for e in events[-limit:]:
+            evidence = ", ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in list(e.payload.items())[:4]
+            )
+            table.add_row(str(e.step), e.kind, e.family or e.domain or "", evidence)
+        out.print(table)

@@ -1,0 +1,20 @@
+"""The durable store: runs, probe curves, events, weights, outcomes and checkpoints."""
+
+from ._migrations import SCHEMA_VERSION, Migration
+from ._protocol import OutcomeRows, ProbePoints, RunInfo, Store, StoreError
+from ._sql import DEFAULT_URL, SqlStore, open_store
+from ._writer import StepWriter
+
+__all__ = [
+    "DEFAULT_URL",
+    "SCHEMA_VERSION",
+    "Migration",
+    "OutcomeRows",
+    "ProbePoints",
+    "RunInfo",
+    "SqlStore",
+    "StepWriter",
+    "Store",
+    "StoreError",
+    "open_store",
+]

@@ -1,0 +1,748 @@
+"""MLflowTracker: batched, asynchronous and resilient logging to MLflow.
+
+The training thread only appends to an in-memory buffer under a lock (no I/O). One
+background thread owns the MlflowClient: it drains the buffer into ``log_batch`` calls of
+at most ``batch_size`` metrics, uploads artifacts, and keeps ``events.jsonl`` current. When
+MLflow fails, the batch is kept and retried with exponential backoff; the training thread
+never waits. What is still unsent when :meth:`MLflowTracker.close` gives up is counted as
+dropped, reported in a warning and, if the server answers again, in ``tracking/dropped``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import yaml
+
+from .._events import Event
+from ._buffer import MetricBuffer, Record
+from ._errors import TrackingError
+from ._names import sanitize_name
+from ._params import flatten_params, mask_secrets, package_versions
+from ._protocol import TrackerStats
+from ._sink import MetricRows, Sink, make_sink
+from ._uri import default_artifact_location, prepare_environment, resolve_tracking_uri
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+logger = logging.getLogger(__name__)
+
+EVENTS_FILE = "events.jsonl"
+MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
+MAX_PARAMS_PER_BATCH = 100
+MAX_TAG_VALUE_LENGTH = 8000
+# MLflow error codes that a retry cannot fix: the batch is dropped (and counted) instead.
+_PERMANENT_ERRORS = frozenset(
+    {"INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "INVALID_STATE", "BAD_REQUEST"}
+)
+
+
+@dataclass
+class _ArtifactJob:
+    seq: int
+    artifact_file: str  # destination inside the run, e.g. "figures/weights.png"
+    local: Path  # snapshot in the staging directory (file or directory)
+    data: bytes | None = None  # written to ``local`` by the worker, then uploaded
+    attempts: int = 0
+
+
+@dataclass
+class _Work:
+    kind: str  # "metrics" | "artifact" | "events"
+    records: list[Record] | None = None
+    job: _ArtifactJob | None = None
+    lines: list[str] | None = None
+
+
+def _is_permanent(exc: BaseException) -> bool:
+    return getattr(exc, "error_code", None) in _PERMANENT_ERRORS
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+class MLflowTracker:
+    """One scheduler run as one MLflow run, logged from a background thread.
+
+    ``max_queue`` bounds the metric values held in memory, about 16 bytes each plus one
+    copy of each name (see ``_buffer`` for what is coalesced or dropped beyond it). MLflow
+    on sqlite stores only ~3,000-10,000 values/s, so a fast run builds a backlog that
+    close() drains; the default holds a 1,000-step simulate run of 300 families.
+
+    The worker sends as soon as ``batch_size`` values wait, or when the oldest has waited
+    ``flush_interval_s``. After a failure it retries after ``retry_backoff_s``, doubling up
+    to ``max_retry_s``. ``close`` waits for the backlog while MLflow makes progress: it
+    gives up after ``close_timeout_s`` in all, or after ``stall_timeout_s`` without a
+    successful call. ``events.jsonl`` is re-uploaded at most every ``events_upload_s`` and
+    on every flush. ``sink="process"`` makes the MLflow calls in a helper process, so
+    their CPU work does not hold the training thread's GIL; ``"thread"`` makes them on the
+    worker thread (see ``_sink``).
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str | None = None,
+        experiment: str = "curriculum",
+        *,
+        max_queue: int = 1_000_000,
+        batch_size: int = 1000,
+        retry_backoff_s: float = 0.5,
+        max_retry_s: float = 60.0,
+        flush_interval_s: float = 1.0,
+        events_upload_s: float = 30.0,
+        close_timeout_s: float | None = None,
+        stall_timeout_s: float = 60.0,
+        sink: str = "process",
+    ) -> None:
+        if not 1 <= batch_size <= MAX_METRICS_PER_BATCH:
+            raise TrackingError(
+                f"batch_size: must be between 1 and {MAX_METRICS_PER_BATCH}, got {batch_size}"
+            )
+        if sink not in ("process", "thread"):
+            raise TrackingError(f"sink: must be 'process' or 'thread', got {sink!r}")
+        if max_queue < 1:
+            raise TrackingError(f"max_queue: must be at least 1, got {max_queue}")
+        for name, value in (
+            ("retry_backoff_s", retry_backoff_s),
+            ("max_retry_s", max_retry_s),
+            ("flush_interval_s", flush_interval_s),
+            ("stall_timeout_s", stall_timeout_s),
+        ):
+            if not value > 0:
+                raise TrackingError(f"{name}: must be a positive number of seconds, got {value}")
+        self.tracking_uri = resolve_tracking_uri(tracking_uri)
+        self.experiment = experiment
+        self.batch_size = batch_size
+        self.retry_backoff_s = retry_backoff_s
+        self.max_retry_s = max(max_retry_s, retry_backoff_s)
+        self.flush_interval_s = flush_interval_s
+        self.events_upload_s = events_upload_s
+        self.close_timeout_s = close_timeout_s
+        self.stall_timeout_s = stall_timeout_s
+        self.sink_kind = sink
+
+        self._cv = threading.Condition(threading.Lock())
+        self._buffer = MetricBuffer(max_queue)
+        self._inflight: list[Record] = []  # the metric batch being sent or retried
+        self._inflight_attempts = 0
+        self._artifacts: deque[_ArtifactJob] = deque()
+        self._artifact_seq = 0
+        self._artifact_busy = False  # the front job is being uploaded
+        self._event_lines: list[str] = []  # serialised, not yet written to the local file
+        self._event_counts: dict[str, int] = {}
+        self._events_total = 0  # lines handed to log_events
+        self._events_uploaded = 0  # lines contained in the last successful upload
+        self._events_written = 0
+        self._events_last_upload = 0.0
+        self._events_attempts = 0
+        self._flushing = 0  # threads waiting in flush(): send partial batches at once
+        self._skip_backoff = False
+        self._abandon = False
+        self._existing_params: dict[str, str] = {}  # of a resumed run
+        self._names: dict[str, str] = {}  # interned metric names (caller thread only)
+        self._clean_names: dict[str, str] = {}  # name -> MLflow-safe name (worker only)
+        self._closed = False
+        self._sent = 0
+        self._failed_batches = 0
+        self._retries = 0
+        self._artifacts_sent = 0
+        self._artifacts_dropped = 0
+        self._last_progress = time.monotonic()
+        self._last_step = 0
+        self._next_try = 0.0
+        self._failures = 0
+
+        self._sink: Sink | None = None  # owned by the worker thread
+        self._run_id: str | None = None
+        self._thread: threading.Thread | None = None
+        self._staging = Path(tempfile.mkdtemp(prefix="curriculum-tracking-"))
+        # Removed at close, or when an unclosed tracker is collected or the process exits.
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._staging, True)
+        self._events_path = self._staging / "events" / EVENTS_FILE
+        self._events_path.parent.mkdir()
+
+    # Public API ----------------------------------------------------------------------------
+    @property
+    def run_id(self) -> str | None:
+        return self._run_id
+
+    def start(
+        self,
+        run_name: str,
+        *,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str] | None = None,
+        resume_run_id: str | None = None,
+    ) -> str | None:
+        """Create (or resume) the run and log its params; raises TrackingError if MLflow is
+        unreachable or the run id unknown. Package versions are added as ``versions.<pkg>``."""
+        if self._run_id is not None:
+            raise TrackingError(f"tracker already started run {self._run_id}")
+        prepare_environment(self.tracking_uri)
+        from mlflow import MlflowClient
+        from mlflow.entities import Param, RunTag
+
+        flat = flatten_params(params)
+        for pkg, version in package_versions().items():
+            flat.setdefault(f"versions.{pkg}", version)
+        safe_tags = {
+            sanitize_name(k): mask_secrets(str(v))[:MAX_TAG_VALUE_LENGTH]
+            for k, v in (tags or {}).items()
+        }
+        try:
+            client = MlflowClient(tracking_uri=self.tracking_uri)
+            if resume_run_id is not None:
+                run_id = self._resume(client, resume_run_id, flat)
+                flat = {k: v for k, v in flat.items() if k not in self._existing_params}
+            else:
+                experiment_id = self._experiment_id(client)
+                run = client.create_run(experiment_id, run_name=run_name, tags=safe_tags)
+                run_id = run.info.run_id
+            items = sorted(flat.items())
+            for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+                chunk = items[i : i + MAX_PARAMS_PER_BATCH]
+                client.log_batch(run_id, params=[Param(k, v) for k, v in chunk])
+            if resume_run_id is not None and safe_tags:
+                client.log_batch(run_id, tags=[RunTag(k, v) for k, v in safe_tags.items()])
+        except TrackingError:
+            raise
+        except Exception as exc:
+            raise TrackingError(
+                f"tracking_uri {mask_secrets(self.tracking_uri)!r}: cannot start an MLflow run: "
+                f"{exc}. Check the URI (sqlite:///path/mlflow.db, file:./mlruns or "
+                "http://host:port) and that the server is up."
+            ) from exc
+        self._run_id = run_id
+        self._sink = make_sink(self.tracking_uri, run_id, self.sink_kind)
+        self._thread = threading.Thread(target=self._work_loop, name="mlflow-tracker", daemon=True)
+        self._thread.start()
+        logger.info("tracking run %s at %s", run_id, mask_secrets(self.tracking_uri))
+        return run_id
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Queue one step's values: O(len(metrics)) in-memory work, no I/O, never blocks on
+        MLflow. Raises TrackingError only for a value that is not a number."""
+        if not metrics:
+            return
+        # One copy of each name however many steps hold it: bounded memory for the backlog.
+        keys = tuple(map(self._names.setdefault, metrics, metrics))
+        try:
+            values = np.fromiter(metrics.values(), dtype=np.float64, count=len(keys))
+        except (TypeError, ValueError) as exc:
+            raise TrackingError(self._bad_value(metrics, step)) from exc
+        stamp = time.time_ns() // 1_000_000
+        with self._cv:
+            if self._closed:
+                logger.debug("log_metrics after close ignored (step %d)", step)
+                return
+            self._buffer.add(int(step), stamp, keys, values)
+            self._last_step = max(self._last_step, int(step))
+            if self._buffer.size >= self.batch_size:
+                self._cv.notify_all()
+
+    def log_events(self, events: Sequence[Event]) -> None:
+        """Append to ``events.jsonl`` and log the running count of each kind as
+        ``events/<kind>`` at the step of the event."""
+        if not events:
+            return
+        lines = [
+            json.dumps(
+                {
+                    "step": e.step,
+                    "kind": e.kind,
+                    "family": e.family,
+                    "domain": e.domain,
+                    "payload": e.payload,
+                },
+                default=_json_default,
+            )
+            for e in events
+        ]
+        counts: dict[int, dict[str, float]] = {}
+        with self._cv:
+            if self._closed:
+                return
+            for e in events:
+                n = self._event_counts.get(e.kind, 0) + 1
+                self._event_counts[e.kind] = n
+                counts.setdefault(int(e.step), {})[f"events/{e.kind}"] = float(n)
+            self._event_lines.extend(lines)
+            self._events_total += len(lines)
+        for step, values in sorted(counts.items()):
+            self.log_metrics(values, step)
+
+    def log_artifact(self, path: str | os.PathLike[str], artifact_path: str | None = None) -> None:
+        """Snapshot a file or directory now (so it may change or vanish later) and upload it
+        in the background under ``artifact_path``."""
+        src = Path(path)
+        if not src.exists():
+            raise TrackingError(f"log_artifact: {src}: no such file or directory")
+        dest = f"{artifact_path.strip('/')}/{src.name}" if artifact_path else src.name
+        seq, local = self._stage_path(dest)
+        if src.is_dir():
+            shutil.copytree(src, local)
+        else:
+            shutil.copy2(src, local)
+        self._enqueue_artifact(seq, dest, local, None)
+
+    def log_dict(self, obj: Any, artifact_file: str) -> None:
+        """Serialise now (JSON, or YAML for .yaml/.yml) and upload in the background."""
+        if artifact_file.endswith((".yaml", ".yml")):
+            text = yaml.safe_dump(json.loads(json.dumps(obj, default=_json_default)))
+        else:
+            text = json.dumps(obj, indent=2, default=_json_default)
+        self._enqueue_bytes(text.encode(), artifact_file)
+
+    def log_figure(self, figure: Figure, artifact_file: str) -> None:
+        """Render to bytes on this thread (matplotlib is not thread-safe); upload later.
+        A newer figure for the same file replaces one not yet uploaded."""
+        suffix = Path(artifact_file).suffix.lstrip(".").lower() or "png"
+        buf = io.BytesIO()
+        figure.savefig(buf, format=suffix)
+        self._enqueue_bytes(buf.getvalue(), artifact_file)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything queued before this call is sent (or given up as dropped).
+
+        Returns False on timeout, or at once when no run was started (nothing can be sent).
+        A pending retry is tried immediately rather than after its backoff.
+        """
+        return self._flush(timeout, skip_backoff=True)
+
+    def _flush(self, timeout: float | None, *, skip_backoff: bool) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            target = (self._buffer.last_seq, self._artifact_seq, self._events_total)
+            if self._done_through(target):
+                return True
+            if self._thread is None or not self._thread.is_alive():
+                return False
+            self._flushing += 1
+            self._skip_backoff = self._skip_backoff or skip_backoff
+            self._cv.notify_all()
+            try:
+                while not self._done_through(target):
+                    if not self._thread.is_alive():
+                        return False
+                    wait = 0.5
+                    if deadline is not None:
+                        wait = min(wait, deadline - time.monotonic())
+                        if wait <= 0:
+                            return False
+                    self._cv.wait(wait)
+                return True
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> TrackerStats:
+        """Flush (see the class doc for when it gives up), log ``tracking/*`` metrics, end
+        the run, and warn about anything lost. Further log calls are ignored."""
+        with self._cv:
+            if self._closed:
+                return self._stats_locked()
+            self._closed = True
+        timeout = self.close_timeout_s if timeout is None else timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        drained = self._run_id is None
+        first = True
+        began = time.monotonic()
+        while not drained:
+            drained = self._flush(timeout=1.0, skip_backoff=first)
+            first = False
+            now = time.monotonic()
+            with self._cv:
+                stalled = now - max(self._last_progress, began) > self.stall_timeout_s
+            if stalled or (deadline is not None and now >= deadline):
+                break
+        worker_done = self._stop_worker()
+        with self._cv:
+            lost = self._buffer.clear() + self._drop_inflight()
+            artifacts_lost = len(self._artifacts)
+            self._artifacts_dropped += artifacts_lost
+            self._artifacts.clear()
+            events_lost = self._events_total - self._events_uploaded
+            stats = self._stats_locked()
+        if stats.dropped or artifacts_lost or events_lost:
+            logger.warning(
+                "MLflow tracking at %s lost %d metric values (%d thinned from a full backlog or "
+                "rejected, %d unsent at close), %d artifacts and %d events (failed batches %d, "
+                "retries %d); the run's tracking/dropped metric says so if MLflow is reachable",
+                mask_secrets(self.tracking_uri),
+                stats.dropped,
+                stats.dropped - lost,
+                lost,
+                artifacts_lost,
+                events_lost,
+                stats.failed_batches,
+                stats.retries,
+            )
+        if self._run_id is not None:
+            self._finish_run(self._run_id, stats)
+        if worker_done:
+            self._cleanup()
+        return stats
+
+    @property
+    def stats(self) -> TrackerStats:
+        with self._cv:
+            return self._stats_locked()
+
+    def __enter__(self) -> MLflowTracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Caller-side helpers -------------------------------------------------------------------
+    def _bad_value(self, metrics: Mapping[str, float], step: int) -> str:
+        for key, value in metrics.items():
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                return f"log_metrics(step={step}): {key}: must be a number, got {value!r}"
+        return f"log_metrics(step={step}): values must be numbers"
+
+    def _stage_path(self, artifact_file: str) -> tuple[int, Path]:
+        with self._cv:
+            self._artifact_seq += 1
+            seq = self._artifact_seq
+        local = self._staging / "artifacts" / str(seq) / artifact_file.strip("/")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        return seq, local
+
+    def _enqueue_bytes(self, data: bytes, artifact_file: str) -> None:
+        seq, local = self._stage_path(artifact_file)
+        self._enqueue_artifact(seq, artifact_file, local, data)
+
+    def _enqueue_artifact(
+        self, seq: int, artifact_file: str, local: Path, data: bytes | None
+    ) -> None:
+        dest = artifact_file.strip("/")
+        with self._cv:
+            if self._closed:
+                return
+            busy_front = self._artifacts[0] if self._artifact_busy and self._artifacts else None
+            for i, job in enumerate(self._artifacts):
+                if job.artifact_file == dest and job is not busy_front:
+                    del self._artifacts[i]  # superseded by the newer upload
+                    self._artifacts_dropped += 1
+                    break
+            self._artifacts.append(_ArtifactJob(seq, dest, local, data))
+            self._cv.notify_all()
+
+    # Start-up helpers ----------------------------------------------------------------------
+    def _experiment_id(self, client: Any) -> str:
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is not None:
+            if exp.lifecycle_stage == "deleted":
+                client.restore_experiment(exp.experiment_id)
+            return str(exp.experiment_id)
+        try:
+            return str(
+                client.create_experiment(
+                    self.experiment,
+                    artifact_location=default_artifact_location(self.tracking_uri),
+                )
+            )
+        except Exception:
+            exp = client.get_experiment_by_name(self.experiment)  # created by another process
+            if exp is None:
+                raise
+            return str(exp.experiment_id)
+
+    def _resume(self, client: Any, run_id: str, flat: Mapping[str, str]) -> str:
+        try:
+            run = client.get_run(run_id)
+        except Exception as exc:
+            if _is_permanent(exc):
+                raise TrackingError(
+                    f"resume_run_id: no MLflow run {run_id!r} at {mask_secrets(self.tracking_uri)}"
+                ) from exc
+            raise
+        if run.info.lifecycle_stage == "deleted":
+            raise TrackingError(f"resume_run_id: MLflow run {run_id!r} was deleted")
+        if run.info.status != "RUNNING":
+            client.update_run(run_id, status="RUNNING")
+        self._existing_params = dict(run.data.params)
+        changed = sorted(k for k, v in flat.items() if self._existing_params.get(k, v) != v)
+        if changed:
+            logger.warning(
+                "resumed run %s keeps its original params; %d changed and are not logged: %s",
+                run_id,
+                len(changed),
+                ", ".join(changed[:10]),
+            )
+        for key, value in run.data.metrics.items():  # running event counts go on
+            if key.startswith("events/"):
+                self._event_counts[key[len("events/") :]] = int(value)
+        self._download_events(client, run_id)
+        return str(run_id)
+
+    def _download_events(self, client: Any, run_id: str) -> None:
+        try:
+            names = {a.path for a in client.list_artifacts(run_id)}
+            if EVENTS_FILE not in names:
+                return
+            got = Path(client.download_artifacts(run_id, EVENTS_FILE, str(self._staging)))
+            shutil.move(got, self._events_path)
+        except Exception as exc:  # the old events stay in MLflow; new ones go to a new file
+            logger.warning("could not read events.jsonl of run %s back: %s", run_id, exc)
+
+    # Worker --------------------------------------------------------------------------------
+    def _work_loop(self) -> None:
+        assert self._sink is not None
+        try:
+            while True:
+                with self._cv:
+                    work = self._wait_for_work()
+                    if work is None:
+                        return
+                self._do(work)
+        finally:
+            self._sink.close()
+
+    def _wait_for_work(self) -> _Work | None:
+        """Block (holding the condition) until there is something to send; None to stop."""
+        while True:
+            if self._abandon:
+                return None
+            now = time.monotonic()
+            if self._skip_backoff:
+                self._skip_backoff = False
+                self._next_try = 0.0
+            work = self._pick(now, urgent=self._flushing > 0)
+            if work is not None and now >= self._next_try:
+                return self._claim(work)
+            wait = self.flush_interval_s
+            if work is not None:
+                wait = min(wait, self._next_try - now)
+            elif self._buffer.size:
+                oldest_s = (self._buffer.front_timestamp_ms or 0) / 1000.0
+                wait = min(wait, max(0.01, oldest_s + self.flush_interval_s - time.time()))
+            self._cv.wait(max(wait, 0.001))
+
+    def _pick(self, now: float, urgent: bool) -> _Work | None:
+        if self._inflight:
+            return _Work("metrics", records=self._inflight)
+        if self._buffer.size:
+            oldest_s = (self._buffer.front_timestamp_ms or 0) / 1000.0
+            if (
+                urgent
+                or self._buffer.size >= self.batch_size
+                or time.time() - oldest_s >= self.flush_interval_s
+            ):
+                return _Work("metrics")
+        if self._artifacts:
+            return _Work("artifact", job=self._artifacts[0])
+        unsent = self._events_total > self._events_uploaded
+        if unsent and (urgent or now - self._events_last_upload >= self.events_upload_s):
+            return _Work("events")
+        return None
+
+    def _claim(self, work: _Work) -> _Work:
+        if work.kind == "metrics" and work.records is None:
+            self._inflight = self._buffer.take(self.batch_size)
+            self._inflight_attempts = 0
+            work.records = self._inflight
+        elif work.kind == "artifact":
+            self._artifact_busy = True
+        elif work.kind == "events":
+            work.lines = self._event_lines
+            self._event_lines = []
+        return work
+
+    def _do(self, work: _Work) -> None:
+        error: BaseException | None = None
+        try:
+            if work.kind == "metrics":
+                assert work.records is not None
+                self._send_metrics(work.records)
+            elif work.kind == "artifact":
+                assert work.job is not None
+                self._upload(work.job)
+            else:
+                self._upload_events(work.lines or [])
+        except Exception as exc:
+            error = exc
+        with self._cv:
+            self._settle(work, error)
+            self._cv.notify_all()
+
+    def _send_metrics(self, records: list[Record]) -> None:
+        assert self._sink is not None
+        names = self._clean_names
+        rows: list[MetricRows] = []
+        for r in records:
+            keys = tuple([names.get(k) or names.setdefault(k, sanitize_name(k)) for k in r.keys])
+            rows.append((keys, r.values, r.timestamp_ms, r.step))
+        self._sink.log_batch(rows)
+
+    def _upload(self, job: _ArtifactJob) -> None:
+        if job.data is not None and not job.local.exists():
+            job.local.write_bytes(job.data)
+        assert self._sink is not None
+        parent = str(Path(job.artifact_file).parent)
+        if job.local.is_dir():
+            self._sink.log_artifact(str(job.local), job.artifact_file, True)
+        else:
+            self._sink.log_artifact(str(job.local), None if parent == "." else parent, False)
+
+    def _upload_events(self, lines: list[str]) -> None:
+        if lines:
+            with self._events_path.open("a", encoding="utf-8") as fh:
+                fh.write("".join(f"{line}\n" for line in lines))
+            with self._cv:
+                self._events_written += len(lines)
+        assert self._sink is not None
+        self._sink.log_artifact(str(self._events_path), None, False)
+
+    def _settle(self, work: _Work, error: BaseException | None) -> None:
+        """Account for one finished call (holding the condition)."""
+        now = time.monotonic()
+        attempts = self._attempt(work)
+        if attempts > 1:
+            self._retries += 1
+        if error is None:
+            self._failures = 0
+            self._next_try = 0.0
+            self._last_progress = now
+            self._commit(work)
+            return
+        if attempts == 1:
+            self._failed_batches += 1
+        if _is_permanent(error):
+            logger.warning("MLflow rejected a %s upload, dropped: %s", work.kind, error)
+            self._drop(work)
+            return
+        self._failures += 1
+        delay = min(self.retry_backoff_s * 2 ** (self._failures - 1), self.max_retry_s)
+        self._next_try = now + delay
+        if self._abandon:  # close() gave up and ended the call; it reports the loss
+            return
+        logger.warning(
+            "MLflow %s upload failed (attempt %d), retrying in %.1fs: %s",
+            work.kind,
+            attempts,
+            delay,
+            str(error).splitlines()[0][:300] if str(error) else type(error).__name__,
+        )
+
+    def _attempt(self, work: _Work) -> int:
+        if work.kind == "metrics":
+            self._inflight_attempts += 1
+            return self._inflight_attempts
+        if work.kind == "artifact":
+            assert work.job is not None
+            work.job.attempts += 1
+            return work.job.attempts
+        self._events_attempts += 1
+        return self._events_attempts
+
+    def _commit(self, work: _Work) -> None:
+        if work.kind == "metrics":
+            self._sent += sum(len(r) for r in self._inflight)
+            self._inflight = []
+        elif work.kind == "artifact":
+            self._artifacts.popleft()
+            self._artifact_busy = False
+            self._artifacts_sent += 1
+        else:
+            self._events_uploaded = self._events_written
+            self._events_last_upload = time.monotonic()
+            self._events_attempts = 0
+
+    def _drop(self, work: _Work) -> None:
+        if work.kind == "metrics":
+            self._drop_inflight()
+        elif work.kind == "artifact":
+            self._artifacts.popleft()
+            self._artifact_busy = False
+            self._artifacts_dropped += 1
+        else:
+            self._events_uploaded = self._events_written  # counted as lost at close
+            self._events_attempts = 0
+
+    def _drop_inflight(self) -> int:
+        lost = sum(len(r) for r in self._inflight)
+        self._buffer.dropped += lost
+        self._inflight = []
+        return lost
+
+    def _done_through(self, target: tuple[int, int, int]) -> bool:
+        seq, artifact_seq, events = target
+        front = self._buffer.front_seq
+        inflight = self._inflight[0].seq if self._inflight else None
+        artifact = self._artifacts[0].seq if self._artifacts else None
+        return (
+            (front is None or front > seq)
+            and (inflight is None or inflight > seq)
+            and (artifact is None or artifact > artifact_seq)
+            and self._events_uploaded >= events
+        )
+
+    def _stop_worker(self) -> bool:
+        """Stop the worker; True once it has exited (it may be stuck in a network call)."""
+        if self._thread is None:
+            return True
+        with self._cv:
+            self._abandon = True
+            self._cv.notify_all()
+        self._thread.join(timeout=2.0)
+        if self._thread.is_alive() and self._sink is not None:
+            self._sink.kill()  # stuck in a call: the helper process goes, the wait fails
+            self._thread.join(timeout=5.0)
+        return not self._thread.is_alive()
+
+    def _finish_run(self, run_id: str, stats: TrackerStats) -> None:
+        """Final counters and run status, with a fresh client (the worker's may be stuck)."""
+        from mlflow import MlflowClient
+        from mlflow.entities import Metric
+
+        stamp = time.time_ns() // 1_000_000
+        final = [Metric(k, v, stamp, self._last_step) for k, v in stats.as_metrics().items()]
+        try:
+            client = MlflowClient(tracking_uri=self.tracking_uri)
+            client.log_batch(run_id, metrics=final)
+            client.set_terminated(run_id, status="FINISHED")
+        except Exception as exc:
+            logger.warning(
+                "could not log the final tracking/* metrics of run %s (dropped=%d): %s",
+                self._run_id,
+                stats.dropped,
+                exc,
+            )
+
+    def _stats_locked(self) -> TrackerStats:
+        pending = self._buffer.size + sum(len(r) for r in self._inflight)
+        return TrackerStats(
+            queued=self._buffer.queued,
+            sent=self._sent,
+            coalesced=self._buffer.coalesced,
+            dropped=self._buffer.dropped,
+            pending=pending,
+            failed_batches=self._failed_batches,
+            retries=self._retries,
+            max_backlog=self._buffer.max_backlog,
+            artifacts_sent=self._artifacts_sent,
+            artifacts_dropped=self._artifacts_dropped,
+        )
