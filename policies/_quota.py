@@ -198,38 +198,43 @@ def project_quotas_compute(
     cost: FloatArray,
     compute_basis: npt.NDArray[np.bool_],
     *,
-    iterations: int = 20,
-) -> FloatArray:
+    ratio: FloatArray | None = None,
+    iterations: int = 30,
+    tol: float = 1e-4,
+) -> tuple[FloatArray, FloatArray]:
     """Like ``project_quotas``, but domains with ``compute_basis`` hold their quota as a share
-    of compute (sum of p * cost), not of samples.
+    of compute (sum of p * cost), not of samples. Returns (p, ratio).
 
-    A compute share C_d = S_d * A_d / A (S_d the sample share, A_d the domain's mean cost, A the
-    overall mean cost) is a sample share with bounds scaled by A / A_d. Those depend on the
-    answer, so the bounds are translated and the sample projection re-solved until they stop
-    moving: at the fixed point every compute quota holds exactly.
+    A compute share C_d = S_d * A_d / A (S_d the sample share, A_d the domain's mean cost, A
+    the overall mean cost) is a sample share with bounds scaled by ratio_d = A / A_d. The
+    ratio depends on the answer, so bounds are translated and the sample projection re-solved
+    until the ratio moves by less than ``tol`` (relative): every compute quota then holds to
+    that precision. Pass the previous call's ratio to start there; costs drift slowly, so a
+    pass or two per step is typical.
     """
     n_domains = domain_min.shape[0]
-    p = project_quotas(family_weight, domain_of_family, domain_min, domain_max, family_cap)
     if not compute_basis.any():
-        return p
+        p = project_quotas(family_weight, domain_of_family, domain_min, domain_max, family_cap)
+        return p, np.ones(n_domains)
+    counts = np.maximum(np.bincount(domain_of_family, minlength=n_domains), 1)
+    fallback = np.bincount(domain_of_family, weights=cost, minlength=n_domains) / counts
+    current = np.ones(n_domains) if ratio is None else ratio
+    p = np.zeros_like(family_weight)
     for _ in range(iterations):
-        samples = np.bincount(domain_of_family, weights=p, minlength=n_domains)
-        spent = np.bincount(domain_of_family, weights=p * cost, minlength=n_domains)
-        fallback = np.bincount(domain_of_family, weights=cost, minlength=n_domains) / np.maximum(
-            np.bincount(domain_of_family, minlength=n_domains), 1
-        )
-        mean_cost = np.where(samples > 0, spent / np.maximum(samples, 1e-300), fallback)
-        ratio = spent.sum() / mean_cost
-        lo = np.where(compute_basis, domain_min * ratio, domain_min)
-        hi = np.where(compute_basis, np.minimum(domain_max * ratio, 1.0), domain_max)
+        lo = np.where(compute_basis, domain_min * current, domain_min)
+        hi = np.where(compute_basis, np.minimum(domain_max * current, 1.0), domain_max)
         if lo.sum() > 1.0:
             lo = lo / lo.sum()
         hi = np.maximum(hi, lo)
         if hi.sum() < 1.0:
             hi = np.minimum(1.0, hi / hi.sum())
-        new = project_quotas(family_weight, domain_of_family, lo, hi, family_cap)
-        done = np.abs(new - p).max() < 1e-12
-        p = new
+        p = project_quotas(family_weight, domain_of_family, lo, hi, family_cap)
+        samples = np.bincount(domain_of_family, weights=p, minlength=n_domains)
+        spent = np.bincount(domain_of_family, weights=p * cost, minlength=n_domains)
+        mean_cost = np.where(samples > 0, spent / np.maximum(samples, 1e-300), fallback)
+        new = spent.sum() / mean_cost
+        done = bool(np.abs(new - current).max() <= tol * np.abs(current).max())
+        current = new
         if done:
             break
-    return p
+    return p, current
