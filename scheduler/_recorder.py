@@ -10,6 +10,8 @@ written from the tracker's background worker.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -109,9 +111,21 @@ class RunRecorder:
             self._writer = StepWriter(
                 self.store, info.run_id, every_steps=self.config.checkpoint_every
             )
+        catalog = sched.catalog
+        identity = {
+            "catalog.fingerprint": catalog.fingerprint,
+            "catalog.families": catalog.n_families,
+            "catalog.arms": catalog.n_arms,
+            **{f"manifest.{path}": digest for path, digest in catalog.source_hashes.items()},
+        }
         self.mlflow_run_id = self.tracker.start(
             self.run_name,
-            params={**self._params, "policy": policy_params(sched.policy), "seed": sched.seed},
+            params={
+                **self._params,
+                **identity,
+                "policy": policy_params(sched.policy),
+                "seed": sched.seed,
+            },
             tags={"catalog": sched.catalog.fingerprint[:16]},
             resume_run_id=resume_mlflow,
         )
@@ -126,8 +140,9 @@ class RunRecorder:
     def step(self, batch: Batch, outcomes: BatchOutcomes, probes: ProbeRound | None = None,
              extra: Mapping[str, float] | None = None) -> None:  # fmt: skip
         """Record one reported step (after ``scheduler.report`` and any probes)."""
-        start = time.perf_counter()
         sched = self.scheduler
+        sched.weights()  # the next batch needs them anyway: not recording overhead
+        start = time.perf_counter()
         step = batch.step
         events = sched.drain_events()
         if self._writer is not None:
@@ -154,8 +169,14 @@ class RunRecorder:
     def close(self, summary: Mapping[str, Any] | None = None) -> None:
         """Commit the tail with a final checkpoint, log the summary, close the tracker run."""
         sched = self.scheduler
+        final = self._checkpoint()
         if self._writer is not None:
-            self._writer.commit(sched.step - 1, self._checkpoint())
+            self._writer.commit(sched.step - 1, final)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "final_state.npz")
+            with open(path, "wb") as fh:
+                fh.write(final)
+            self.tracker.log_artifact(path, "state")  # the tracker snapshots it now
         if summary:
             self.tracker.log_dict(dict(summary), "summary.json")
         self.tracker.log_dict(
