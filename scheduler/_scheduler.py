@@ -33,6 +33,7 @@ from ._curves import ProbeCurves
 from ._detectors import DetectorConfig, Detectors
 from ._errors import ConfigError, ReportError
 from ._events import Event
+from ._probes import ProbeResults, ProbeSnapshot
 from ._retries import RetryQueue
 from ._state import ArmStats
 from ._variants import occurrence_rank, permuted_index
@@ -656,6 +657,35 @@ class Scheduler:
         self._events += self.detectors.update(at, self.curves)
         self._refresh_gates()
         self._invalidate()
+
+    def probe_snapshot(self) -> ProbeSnapshot:
+        """What a ProbeRunner needs to choose the next families to probe (copied now)."""
+        cat = self.catalog
+        current = cat.arm_start[:-1] + self.tiers.tier
+        slope, _, _ = self.curves.slope()
+        drift = np.abs(self.stats.success_fast[current] - self.stats.success_slow[current])
+        return ProbeSnapshot(
+            step=self.step,
+            tiers=self.tiers.tier.copy(),
+            weights=self.weights().family.copy(),
+            last_probe_step=self.stats.probe_step[current].copy(),
+            change=np.where(np.isfinite(slope), np.abs(slope) * self.config.probe_window, drift),
+            allowed=self.breakers.probe_allowed.copy(),
+        )
+
+    def apply_probe_results(self, results: ProbeResults) -> None:
+        """Record what a ProbeRunner drained: scores of the probes that succeeded, and every
+        success or failure for the breakers. Call it from the training thread, between
+        steps (``runner.drain()`` is the thread-safe hand-over)."""
+        if len(results) == 0:
+            return
+        ok = results.ok
+        if ok.any():
+            self.record_probes(
+                results.families[ok], results.scores[ok], tiers=results.tiers[ok], n=results.n[ok]
+            )
+        self._events += self.breakers.record_probe_results(results.families, ok, self.step)
+        self._refresh_gates()
 
     # ------------------------------------------------------------------ events
     def drain_events(self) -> list[Event]:

@@ -1,0 +1,76 @@
+"""A ProbeRunner feeding a real Scheduler: wall-clock and every-N-steps, failures isolated."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from domains import Catalog
+from scheduler import BreakerConfig, ProbeRunner, Scheduler, SchedulerConfig
+
+
+def _train(sched: Scheduler, steps: int) -> None:
+    for _ in range(steps):
+        batch = sched.next_batch(32)
+        sched.report(batch, rewards=np.ones(32), success=np.ones(32))
+
+
+def test_every_n_steps_probes_feed_curves_and_breakers() -> None:
+    cat = Catalog.synthetic(2, 3, 2)
+    config = SchedulerConfig(breakers=BreakerConfig(probe_failures=2))
+    sched = Scheduler(cat, "uniform", config=config)
+    broken = cat.family_names[4]
+
+    def probe(family: str, tier: int) -> tuple[float, int]:
+        if family == broken:
+            raise RuntimeError("verifier crashed")
+        return 0.5, 16
+
+    runner = ProbeRunner(
+        probe, cat.family_names, budget=6, every_steps=2, timeout_s=5, retry_backoff_s=0.0
+    )
+    try:
+        for _ in range(20):
+            _train(sched, 1)
+            runner.maybe_run(sched.probe_snapshot())
+            time.sleep(0.02)
+            sched.apply_probe_results(runner.drain())
+    finally:
+        runner.stop()
+    sched.apply_probe_results(runner.drain())
+    healthy = np.array([i for i in range(cat.n_families) if i != 4])
+    assert (sched.curves.count[healthy] > 0).all()
+    assert sched.curves.count[4] == 0
+    assert sched.breakers.open_mask[4] and sched.breakers.open_mask.sum() == 1
+    assert any(e.kind == "breaker_opened" and e.family == broken for e in sched.drain_events())
+    assert sched.weights().family[4] == 0.0
+
+
+def test_wall_clock_probes_are_applied_between_steps() -> None:
+    cat = Catalog.synthetic(1, 4, 1)
+    sched = Scheduler(cat, "uniform")
+    calls = threading.Event()
+
+    def probe(family: str, tier: int) -> float:
+        calls.set()
+        return 0.25
+
+    runner = ProbeRunner(probe, cat.family_names, budget=4, timeout_s=5)
+    before = set(threading.enumerate())
+    runner.start(interval_s=0.1, snapshot=sched.probe_snapshot())
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (sched.curves.count == 0).any():
+            _train(sched, 1)
+            runner.publish(sched.probe_snapshot())
+            sched.apply_probe_results(runner.drain())
+            time.sleep(0.05)
+    finally:
+        assert runner.stop()
+    assert calls.is_set()
+    assert (sched.curves.count > 0).all()
+    np.testing.assert_allclose(sched.curves.latest, 0.25)
+    time.sleep(0.1)
+    assert set(threading.enumerate()) <= before | {threading.current_thread()}
