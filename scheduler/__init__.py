@@ -13,19 +13,30 @@ from ._detectors import (
 )
 from ._errors import ConfigError, ReportError
 from ._events import Event
+from ._figures import (
+    events_figure,
+    probe_curves_figure,
+    save_figures,
+    tier_timeline_figure,
+    weights_heatmap_figure,
+)
+from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
 from ._probes import PriorityWeights, ProbeResults, ProbeRunner, ProbeSnapshot, priority_scores
 from ._retries import RetryQueue
 from ._scheduler import Scheduler, SchedulerConfig, Weights
 from ._serialize import dumps_state, loads_state
 
 __all__ = [
+    "AttentionRow",
     "Batch",
     "BreakerConfig",
     "CircuitBreakers",
     "ConfigError",
     "DetectorConfig",
     "Detectors",
+    "DomainCurves",
     "Event",
+    "EventCounts",
     "HackingConfig",
     "Outcome",
     "PlateauConfig",
@@ -37,14 +48,21 @@ __all__ = [
     "RegressionConfig",
     "ReportError",
     "RetryQueue",
+    "RunHistory",
     "Scheduler",
     "SchedulerConfig",
     "Status",
     "TaskRef",
+    "TierTimeline",
     "UnlearnableConfig",
     "Weights",
     "dumps_state",
+    "events_figure",
     "loads_state",
     "priority_scores",
+    "probe_curves_figure",
+    "save_figures",
     "theil_sen",
+    "tier_timeline_figure",
+    "weights_heatmap_figure",
 ]

@@ -209,6 +209,10 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"MLflow run {rec.mlflow_run_id} in {settings.tracking_uri} "
             f"(curriculum ui --tracking-uri {settings.tracking_uri})"
         )
-    overhead = rec.overhead_s / max(main.steps, 1) * 1000
-    out.print(f"recording overhead on the training thread: {overhead:.2f} ms/step")
+    per_step = 1000 / max(main.steps, 1)
+    out.print(
+        f"recording on the training thread: {rec.overhead_s * per_step:.2f} ms/step "
+        f"(store {rec.store_s * per_step:.2f}, tracking {rec.tracking_s * per_step:.2f}); "
+        f"simulation {main.seconds * per_step:.2f} ms/step"
+    )
     return 0

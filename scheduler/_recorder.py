@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ class RecordingConfig:
     domain_every: int = 10  # steps between per-domain metrics
     detail_every: int = 50  # steps between per-family metrics
     detail: bool = True  # log per-domain and per-family metrics at all
+    figures_every: int = 500  # steps between figure artifacts (from the store; 0: at close only)
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +85,9 @@ class RunRecorder:
         self.mlflow_run_id: str | None = None
         self._writer: StepWriter | None = None
         self.overhead_s = 0.0  # time spent in the recorder on the training thread
+        self.store_s = 0.0  # of which buffering rows and committing (with the checkpoint)
+        self.tracking_s = 0.0  # of which building metric dicts and queueing them
+        self._figure_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, *, resume: bool = False) -> int | None:
@@ -109,7 +114,10 @@ class RunRecorder:
                 self.store.truncate_after(info.run_id, step)
                 restored = step
             self._writer = StepWriter(
-                self.store, info.run_id, every_steps=self.config.checkpoint_every
+                self.store,
+                info.run_id,
+                every_steps=self.config.checkpoint_every,
+                background=True,
             )
         catalog = sched.catalog
         identity = {
@@ -146,6 +154,7 @@ class RunRecorder:
         step = batch.step
         events = sched.drain_events()
         if self._writer is not None:
+            store_start = time.perf_counter()
             self._writer.step(
                 step,
                 self._checkpoint,
@@ -154,6 +163,11 @@ class RunRecorder:
                 weights=sched.weights().family,
                 outcomes=_outcome_rows(batch, outcomes),
             )
+            self.store_s += time.perf_counter() - store_start
+        tracking_start = time.perf_counter()
+        if isinstance(self.tracker, NullTracker):
+            self.overhead_s += time.perf_counter() - start
+            return
         metrics = self.metrics.per_step(sched, batch, outcomes.status, outcomes.success)
         if extra:
             metrics.update(extra)
@@ -164,7 +178,62 @@ class RunRecorder:
         self.tracker.log_metrics(metrics, step)
         if events:
             self.tracker.log_events(events)
+        self.tracking_s += time.perf_counter() - tracking_start
+        every = self.config.figures_every
+        if self.config.detail and every and step % every == every - 1:
+            self._figures_in_background()
         self.overhead_s += time.perf_counter() - start
+
+    def _figures_in_background(self) -> None:
+        """Draw the figures on a worker thread (one at a time; a round is skipped while the
+        previous one is still drawing), so the training thread never waits on matplotlib."""
+        if self._figure_thread is not None and self._figure_thread.is_alive():
+            return
+        self._figure_thread = threading.Thread(
+            target=self._log_figures_safely, name="curriculum-figures", daemon=True
+        )
+        self._figure_thread.start()
+
+    def _log_figures_safely(self) -> None:
+        try:
+            self.log_figures()
+        except Exception:  # a figure must never take the run down
+            log.exception("drawing the figures failed")
+
+    def log_figures(self) -> None:
+        """Probe curves per domain, weights over time, tier timeline and events, drawn from
+        what the store has committed, as PNG artifacts under ``figures/`` (matplotlib is an
+        optional dependency: without it this logs a notice and does nothing). Figures are
+        drawn with the object API and the Agg canvas, never pyplot, so any thread may draw."""
+        if self.store is None:
+            return
+        try:
+            from ._figures import (
+                events_figure,
+                probe_curves_figure,
+                tier_timeline_figure,
+                weights_heatmap_figure,
+            )
+            from ._history import RunHistory
+        except ImportError:  # pragma: no cover - matplotlib missing
+            log.info("matplotlib is not installed: no figures")
+            return
+        history = RunHistory.from_open_store(
+            self.store, self.run_name, catalog=self.scheduler.catalog
+        )
+        if len(history.probe_step) == 0:
+            return
+        for name, draw in (
+            ("probe_curves", probe_curves_figure),
+            ("weights_heatmap", weights_heatmap_figure),
+            ("tier_timeline", tier_timeline_figure),
+            ("events", events_figure),
+        ):
+            figure = draw(history)
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, f"{name}.png")
+                figure.savefig(path, dpi=100)
+                self.tracker.log_artifact(path, "figures")  # copied now, uploaded later
 
     def close(self, summary: Mapping[str, Any] | None = None) -> None:
         """Commit the tail with a final checkpoint, log the summary, close the tracker run."""
@@ -172,6 +241,11 @@ class RunRecorder:
         final = self._checkpoint()
         if self._writer is not None:
             self._writer.commit(sched.step - 1, final)
+            self._writer.close()
+        if self._figure_thread is not None:
+            self._figure_thread.join()
+        if self.config.detail:
+            self._log_figures_safely()
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "final_state.npz")
             with open(path, "wb") as fh:

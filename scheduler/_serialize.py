@@ -44,7 +44,8 @@ def dumps_state(state: Mapping[str, Any]) -> bytes:
     meta = _split(state, "", arrays)
     buf = io.BytesIO()
     blob = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez_compressed(buf, **{_META: blob, **arrays})  # type: ignore[arg-type]
+    # Uncompressed: compression took 20 ms of a 22 ms checkpoint for 4.5x fewer bytes.
+    np.savez(buf, **{_META: blob, **arrays})  # type: ignore[arg-type]
     return buf.getvalue()
 
 

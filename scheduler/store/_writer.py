@@ -10,6 +10,8 @@ the latest checkpoint always matches the rows before it.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ class StepWriter:
         every_steps: int = 1,
         every_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        background: bool = False,
     ) -> None:
         if every_steps < 1:
             raise StoreError(f"checkpoint every_steps: must be at least 1, got {every_steps}")
@@ -51,6 +54,17 @@ class StepWriter:
         self._last_commit = clock()
         self._buf = _Buffer()
         self.commits = 0
+        # With background=True a worker thread runs the transactions; the caller only hands
+        # over a buffer and the checkpoint bytes (queue of one: at most one commit waits).
+        self._queue: queue.Queue[tuple[int, bytes | None, _Buffer] | None] | None = None
+        self._worker: threading.Thread | None = None
+        self._error: BaseException | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=1)
+            self._worker = threading.Thread(
+                target=self._drain, name=f"store-writer-{run_id}", daemon=True
+            )
+            self._worker.start()
 
     @property
     def pending_steps(self) -> int:
@@ -89,8 +103,48 @@ class StepWriter:
         return due
 
     def commit(self, step: int, state: bytes | None) -> None:
-        """Write everything buffered (and the checkpoint, if given) in one transaction."""
-        buf, self._buf = self._buf, _Buffer()
+        """Write everything buffered (and the checkpoint, if given) in one transaction.
+
+        In background mode the transaction runs on the worker; an error it met is raised
+        here, at the next commit (or at ``close``), so a failed write is never silent.
+        """
+        self._raise_worker_error()
+        if self._queue is not None:
+            buf, self._buf = self._buf, _Buffer()
+            self._queue.put((step, state, buf))
+            return
+        self._write(step, state)
+
+    def close(self) -> None:
+        """Wait for a background commit to finish; raise its error if it failed."""
+        if self._queue is not None and self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._queue = None
+        self._raise_worker_error()
+
+    def _raise_worker_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise StoreError(f"a background commit of run {self.run_id} failed: {error}") from error
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while (item := self._queue.get()) is not None:
+            step, state, buf = item
+            if self._error is not None:
+                continue  # after a failure, later commits would leave a gap: drop them
+            try:
+                self._write(step, state, buf)
+            except BaseException as exc:
+                log.error("background commit of run %d up to step %d failed: %s",
+                          self.run_id, step, exc)  # fmt: skip
+                self._error = exc
+
+    def _write(self, step: int, state: bytes | None, buf: _Buffer | None = None) -> None:
+        background = buf is not None
+        if buf is None:
+            buf, self._buf = self._buf, _Buffer()
         try:
             self.store.write(
                 self.run_id,
@@ -101,7 +155,8 @@ class StepWriter:
                 checkpoint=(step, state) if state is not None else None,
             )
         except BaseException:
-            self._buf = buf  # nothing was written: keep the rows for a retry
+            if not background:
+                self._buf = buf  # nothing was written: keep the rows for a retry
             raise
         self._last_commit = self._clock()
         self.commits += 1

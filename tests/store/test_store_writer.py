@@ -106,3 +106,24 @@ def test_default_sqlite_file_and_memory_store(
         t.join()
     assert not errors and len(mem.outcomes(run)) == 3 * 20 * 4
     mem.close()
+
+
+def test_background_commits_land_and_errors_surface(store: SqlStore) -> None:
+    run = store.open_run("bg", seed=0, config={}, catalog=CATALOG).run_id
+    writer = StepWriter(store, run, every_steps=3, background=True)
+    for step in range(9):
+        writer.step(step, lambda step=step: b"s%d" % step, outcomes=outcomes_for(step, 2))  # type: ignore[misc]
+    writer.close()
+    assert store.latest_checkpoint(run) == (8, b"s8")
+    assert store.outcomes(run).equals(OutcomeRows.concat([outcomes_for(s, 2) for s in range(9)]))
+
+    # A failing background transaction is reported at the next commit, not lost silently.
+    failing = StepWriter(store, run, every_steps=1, background=True)
+    failing.step(9, lambda: b"s9", outcomes=outcomes_for(9, 2))
+    bad = OutcomeRows.concat([outcomes_for(10, 2)])
+    object.__setattr__(bad, "family", np.full(2, 10_000))  # an unknown family id
+    failing.step(10, lambda: b"s10", outcomes=bad)
+    with pytest.raises(StoreError, match="background commit"):
+        failing.step(11, lambda: b"s11", outcomes=outcomes_for(11, 2))
+        failing.close()
+    assert store.latest_checkpoint(run) == (9, b"s9")
