@@ -55,7 +55,8 @@ SYLLABUS = ("DomainRandomization", "LearningProgress", "Learnability", "Prioriti
 # Learner presets. "default" is SimulatedLearnerConfig() as shipped. "sparse" is the regime
 # the product targets: hundreds of families whose skill starts below tier 0, so a family
 # must be practised a while before it shows (and gains) much, and a budget far too small to
-# take every family there; 30 % of the families are traps (impossible, noise, mastered).
+# take every family there. As in the default, 20 % of the families are traps (5 % impossible,
+# 5 % noise, 10 % mastered).
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
     "sparse": {"initial_tiers": (-1.5, -0.5)},
@@ -87,6 +88,7 @@ class RunResult:
     curve_steps: list[int]
     curve: list[float]
     steps_to_uniform: int | None = None
+    waste_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)  # share of all
 
 
 class Runner(Protocol):
@@ -124,6 +126,56 @@ class OurRunner:
         tiers = self.sched.tiers.tier.copy()
         scores, n = self.learner.probe_many(self.families, tiers)
         self.sched.record_probes(self.families, scores, tiers=tiers, n=n)
+
+
+# --------------------------------------------------------------------------- oracle
+class OracleRunner:
+    """A myopic upper reference that reads the simulator's ground truth (no real scheduler
+    can): each arm is weighted by the squared score it would add per episode now, i.e. the
+    skill gain ``lr * 4 q (1 - q)`` (gated by the prerequisite) times the slope of the
+    family's mean-over-tiers score in skill. It shows how much room the simulator leaves."""
+
+    def __init__(self, catalog: Catalog, learner: SimulatedLearner, seed: int) -> None:
+        from scipy.special import expit
+
+        self.expit = expit
+        self.catalog = catalog
+        self.learner = learner
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.step = 0
+        scored = ~np.isin(learner.family_kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
+        self.scored = scored.astype(np.float64)
+
+    def next_batch(self, n: int) -> Batch:
+        cat, sim = self.catalog, self.learner
+        k = sim.config.slope_k
+        fam = cat.family_of_arm
+        q = self.expit(k * (sim._skill[fam] - sim._difficulty))  # private: an oracle reads them
+        slope = np.bincount(fam, weights=k * q * (1 - q), minlength=cat.n_families) / cat.n_tiers
+        gate = np.ones(cat.n_families)
+        if sim._has_prereq:
+            gate = self.expit(k * (sim._skill[sim._prereq] - sim._threshold))
+        value = sim._lr4[fam] * q * (1 - q) * (gate * slope * self.scored)[fam]
+        weight = value**2
+        total = weight.sum()
+        p = weight / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
+        arm = self.rng.choice(cat.n_arms, size=n, p=p).astype(np.int64)
+        batch = Batch(
+            step=self.step,
+            arm=arm,
+            family=fam[arm],
+            tier=cat.tier_of_arm[arm],
+            variant=np.zeros(n, dtype=np.int64),
+            catalog=cat,
+        )
+        self.step += 1
+        return batch
+
+    def report(self, batch: Batch, out: BatchOutcomes) -> None:
+        return None
+
+    def probe_round(self) -> None:
+        return None
 
 
 # --------------------------------------------------------------------------- Syllabus
@@ -266,11 +318,11 @@ def make_catalog(spec: str) -> Catalog:
             d, f, t = (int(x) for x in spec.removeprefix("synthetic:").split("x"))
         except ValueError:
             raise BenchError(
-                f"--catalog {spec!r}: expected synthetic:DOMAINSxFAMILIESxTIERS, "
+                f"--families {spec!r}: expected synthetic:DOMAINSxFAMILIESxTIERS, "
                 "e.g. synthetic:30x10x4"
             ) from None
         return Catalog.synthetic(n_domains=d, families_per_domain=f, n_tiers=t)
-    raise BenchError(f"--catalog {spec!r}: expected 'repo' or synthetic:DxFxT")
+    raise BenchError(f"--families {spec!r}: expected 'repo' or synthetic:DxFxT")
 
 
 def scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
@@ -303,7 +355,9 @@ def run_one(runner_name: str, seed: int, setup: Setup) -> RunResult:
     catalog = make_catalog(setup.catalog_spec)
     learner = SimulatedLearner(catalog, seed=seed, config=learner_config(setup.learner))
     runner: Runner
-    if runner_name.startswith("syllabus:"):
+    if runner_name == "oracle":
+        runner = OracleRunner(catalog, learner, seed)
+    elif runner_name.startswith("syllabus:"):
         name = runner_name.removeprefix("syllabus:")
         runner = SyllabusRunner(name, catalog, learner, seed, setup)
     else:
@@ -319,13 +373,17 @@ def run_one(runner_name: str, seed: int, setup: Setup) -> RunResult:
     curve_steps = [0]
     curve = [float(learner.true_score()[scored].mean())]
     episodes = wasted = 0
+    wasted_kind = np.zeros(len(FamilyKind))
     start = time.perf_counter()
     for step in range(1, setup.steps + 1):
         batch = runner.next_batch(setup.batch_size)
         out = learner.run(batch)
         runner.report(batch, out)
         episodes += len(batch)
-        wasted += int(learner.wasted(batch.family, batch.tier).sum())
+        useless = learner.wasted(batch.family, batch.tier)
+        wasted += int(useless.sum())
+        kind = learner.family_kind[batch.family[useless]]
+        wasted_kind += np.bincount(kind, minlength=len(FamilyKind))
         if step % setup.probe_every == 0 or step == setup.steps:
             runner.probe_round()
             curve_steps.append(step)
@@ -342,6 +400,11 @@ def run_one(runner_name: str, seed: int, setup: Setup) -> RunResult:
         seconds=seconds,
         curve_steps=curve_steps,
         curve=curve,
+        waste_by_kind={
+            k.name.lower(): float(wasted_kind[k] / max(episodes, 1))
+            for k in FamilyKind
+            if wasted_kind[k] > 0
+        },
     )
 
 
@@ -432,8 +495,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--syllabus", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--syllabus-curricula", nargs="*", default=list(SYLLABUS))
+    parser.add_argument(
+        "--oracle",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="add the ground-truth reference runner",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="processes (the runs are serial)")
     parser.add_argument("--out", type=Path, help="write every run's results as JSON")
+    parser.add_argument(
+        "--render",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="print the table of saved runs (several files are merged; later ones win)",
+    )
     parser.add_argument("--markdown", action="store_true", help="print the markdown table")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -447,6 +523,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.render:
+        merged: dict[tuple[str, int], RunResult] = {}
+        for path in args.render:
+            for raw in json.loads(path.read_text())["runs"]:
+                run = RunResult(**raw)
+                merged[(run.runner, run.seed)] = run
+        print(table(list(merged.values()), args.steps))
+        return 0
     if args.seeds < 1 or args.steps < 1 or args.batch_size < 1 or args.probe_every < 1:
         raise BenchError("--seeds, --steps, --batch-size and --probe-every must be >= 1")
     known = available_policies()
@@ -481,8 +565,10 @@ def _main(args: argparse.Namespace) -> int:
             "--syllabus: syllabus-rl is not importable; run with .venv-bench/bin/python "
             "(bench/README.md) or pass --no-syllabus"
         )
-    runners = policies + (
-        [f"syllabus:{c}" for c in args.syllabus_curricula] if use_syllabus else []
+    runners = (
+        policies
+        + (["oracle"] if args.oracle else [])
+        + ([f"syllabus:{c}" for c in args.syllabus_curricula] if use_syllabus else [])
     )
     learner = {**PRESETS[args.preset], **parse_assignments("--learner", args.learner)}
     setup = Setup(

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import BenchError, Stat, machine, markdown_table, parse_assignments
+from _common import BenchError, Stat, machine, markdown_table, parse_assignments, steps_to
 from torch import nn
 
 from domains import Catalog, CurriculumError
@@ -290,35 +290,35 @@ def _scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
     return scheduler_config(values)
 
 
-def table(results: Sequence[RunResult], max_steps: int) -> str:
+def table(results: Sequence[RunResult], max_steps: int, target: float) -> str:
+    """Steps to the target, and to two lower marks read off the same curves."""
+    marks = sorted({round(target - 0.2, 2), round(target - 0.1, 2), target})
+    order = list(dict.fromkeys(r.policy for r in results))
+    reach = {
+        (name, m): Stat.of_values(
+            [steps_to(r.curve_steps, r.curve, m) for r in results if r.policy == name]
+        )
+        for name in order
+        for m in marks
+    }
     rows = []
-    base = Stat.of_values([r.steps_to_target for r in results if r.policy == "uniform"])
-    for name in dict.fromkeys(r.policy for r in results):
+    for name in order:
         mine = [r for r in results if r.policy == name]
-        reach = Stat.of_values([r.steps_to_target for r in mine])
-        ratio = (
-            f"{reach.mean / base.mean:.2f}"
-            if reach.n == reach.of and base.n == base.of and base.n
-            else "—"
-        )
-        rows.append(
-            [
-                name,
-                reach.fmt(integer=True) if reach.n else f"> {max_steps:,}",
-                ratio,
-                Stat.of_values([r.final for r in mine]).fmt(),
-                Stat.of_values([100 * r.waste for r in mine]).fmt(1),
-                Stat.of_values([r.seconds for r in mine]).fmt(1),
-            ]
-        )
-    header = [
-        "policy",
-        "steps to target",
-        "÷ uniform",
-        "score at stop",
-        "waste %",
-        "seconds/run",
-    ]
+        row = [name]
+        for m in marks:
+            got, base = reach[(name, m)], reach[("uniform", m)]
+            text = got.fmt(integer=True) if got.n else f"> {max_steps:,}"
+            if got.n == got.of and base.n == base.of and name != "uniform":
+                text += f" (×{got.mean / base.mean:.2f})"
+            row.append(text)
+        row += [
+            Stat.of_values([r.final for r in mine]).fmt(),
+            Stat.of_values([100 * r.waste for r in mine]).fmt(1),
+            Stat.of_values([r.seconds for r in mine]).fmt(1),
+        ]
+        rows.append(row)
+    header = ["policy", *[f"steps to {m:g}" for m in marks]]
+    header += ["score at stop", "waste %", "seconds/run"]
     return markdown_table(header, rows)
 
 
@@ -340,6 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scheduler", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--option", action="append", default=[], metavar="POLICY.FIELD=VALUE")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--render", nargs="+", type=Path, metavar="JSON", help="print the table of saved runs"
+    )
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -353,6 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.render:
+        runs = [RunResult(**r) for f in args.render for r in json.loads(f.read_text())["runs"]]
+        print(table(runs, args.max_steps, args.target))
+        return 0
     known = available_policies()
     policies = known if args.policies == ["all"] else list(args.policies)
     unknown = sorted(set(policies) - set(known))
@@ -406,7 +413,7 @@ def _main(args: argparse.Namespace) -> int:
             )
             results.append(r)
     elapsed = time.perf_counter() - start
-    text = table(results, args.max_steps)
+    text = table(results, args.max_steps, args.target)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         payload = {

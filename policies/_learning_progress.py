@@ -31,17 +31,23 @@ class LearningProgress(Stateless):
     min_samples: int = 16
     optimism: float = 1.0
     sparse_below: float = 0.05
+    noise_z: float = 0.0  # subtract this many noise SDs of |fast - slow| (0: raw progress)
 
     def __post_init__(self) -> None:
         if self.signal not in ("success", "process", "auto"):
             raise ValueError(f"signal must be success, process or auto, got {self.signal!r}")
-        if self.min_samples < 0 or self.optimism < 0:
-            raise ValueError("min_samples and optimism must be non-negative")
+        if self.min_samples < 0 or self.optimism < 0 or self.noise_z < 0:
+            raise ValueError("min_samples, optimism and noise_z must be non-negative")
 
     def weights(self, view: ArmView, state: PolicyState) -> npt.NDArray[np.float64]:
         fast = view.normalized(view.success_fast)
         slow = view.normalized(view.success_slow)
         progress = np.abs(fast - slow)
+        if self.noise_z > 0:
+            # A coin-flip arm's EMAs disagree by sampling noise alone; only the excess over
+            # that noise is progress (in normalised units, so divided by 1 - chance).
+            noise = view.progress_noise(view.success_slow) / (1.0 - view.chance)
+            progress = np.clip(progress - self.noise_z * noise, 0.0, None)
         if self.signal != "success":
             dense = np.nan_to_num(np.abs(view.process_fast - view.process_slow), nan=0.0)
             if self.signal == "process":

@@ -64,6 +64,19 @@ class ArmView:
     probe_step: IntArray  # int64 [n_arms], -1 when never probed
     tier: IntArray  # int64 [n_families], current tier
     curves: CurveView | None = None  # probe curves per family, when the scheduler keeps them
+    fast_rate: float = 0.1  # the EMA rates behind *_fast and *_slow (per episode)
+    slow_rate: float = 0.02
+
+    def progress_noise(self, p: FloatArray) -> FloatArray:
+        """Standard deviation of fast - slow for a Bernoulli(p) arm that is not learning.
+
+        Both EMAs average the same outcomes; in the stationary state
+        Var(fast - slow) = p(1-p) [a/(2-a) + b/(2-b) - 2ab/(a+b-ab)] with a, b the rates.
+        """
+        a, b = self.fast_rate, self.slow_rate
+        factor = a / (2 - a) + b / (2 - b) - 2 * a * b / (a + b - a * b)
+        result: FloatArray = np.sqrt(np.clip(p * (1 - p), 0.0, None) * max(factor, 0.0))
+        return result
 
     @property
     def current_arm(self) -> IntArray:

@@ -205,10 +205,13 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
             f"run {rec.run_name!r} stored in {settings.db} (curriculum report {rec.run_name})"
         )
     if rec.mlflow_run_id:
-        out.print(
-            f"MLflow run {rec.mlflow_run_id} in {settings.tracking_uri} "
-            f"(curriculum ui --tracking-uri {settings.tracking_uri})"
+        uri = settings.tracking_uri
+        how = (
+            f"open {uri}"
+            if uri.startswith(("http://", "https://"))
+            else f"curriculum ui --tracking-uri {uri}"
         )
+        out.print(f"MLflow run {rec.mlflow_run_id} in {uri} ({how})")
     per_step = 1000 / max(main.steps, 1)
     out.print(
         f"recording on the training thread: {rec.overhead_s * per_step:.2f} ms/step "

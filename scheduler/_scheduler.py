@@ -180,6 +180,8 @@ class Scheduler:
             probe_step=ro(s.probe_step),
             tier=ro(self.tiers.tier),
             curves=self.curves,
+            fast_rate=self.config.ema_fast,
+            slow_rate=self.config.ema_slow,
         )
 
     def weights(self) -> Weights:
@@ -642,7 +644,8 @@ class Scheduler:
         if problems:
             raise ReportError(problems)
         arm = cat.arm_start[fam] + tr
-        at = self.step if step is None else int(step)
+        # By default a probe belongs to the latest batch's step (it ran after that report).
+        at = max(self.step - 1, 0) if step is None else int(step)
         steps = np.full(fam.shape[0], at, dtype=np.int64)
         self.stats.probe_score[arm] = sc
         self.stats.probe_n[arm] = nn

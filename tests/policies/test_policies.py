@@ -16,7 +16,7 @@ from policies import (
     policy_params,
     smooth,
 )
-from scheduler import Outcome, Scheduler
+from scheduler import Outcome, Scheduler, SchedulerConfig
 
 
 def test_registry_builds_by_name_and_mapping() -> None:
@@ -129,3 +129,34 @@ def test_tier_draws_mix_adjacent_tiers() -> None:
     share = np.bincount(tiers, minlength=3) / tiers.size
     assert share[1] == pytest.approx(0.8, abs=0.02)
     assert share[0] == pytest.approx(0.1, abs=0.01) and share[2] == pytest.approx(0.1, abs=0.01)
+
+
+def test_progress_noise_matches_simulated_emas() -> None:
+    """The closed-form SD of fast - slow on a stationary Bernoulli arm equals simulation."""
+    rng = np.random.default_rng(0)
+    a, b, p = 0.1, 0.02, 0.3
+    x = (rng.random((400, 3000)) < p).astype(float)
+    fast = np.full(400, p)
+    slow = np.full(400, p)
+    diffs = []
+    for t in range(3000):
+        fast += a * (x[:, t] - fast)
+        slow += b * (x[:, t] - slow)
+        if t > 500:
+            diffs.append(fast - slow)
+    empirical = float(np.std(np.concatenate(diffs)))
+    cat = Catalog.synthetic(1, 1, 1)
+    view = Scheduler(cat, "uniform", config=SchedulerConfig(ema_fast=a, ema_slow=b)).view()
+    assert view.progress_noise(np.array([p]))[0] == pytest.approx(empirical, rel=0.05)
+
+
+def test_noise_debiased_progress_silences_coin_flips() -> None:
+    rng = np.random.default_rng(3)
+    coin = (rng.random(400) < 0.5).astype(float)
+    raw = _view_after({0: coin})
+    cat = Catalog.synthetic(1, 1, 1)
+    sched = Scheduler(cat, "uniform", seed=0)
+    for t in range(400):
+        sched.report([Outcome(arm=0, variant=0, reward=coin[t], success=coin[t])])
+    debiased = LearningProgress(min_samples=0, noise_z=2.0).weights(sched.view(), {})
+    assert debiased[0] < raw[0]

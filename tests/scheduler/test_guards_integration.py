@@ -88,7 +88,7 @@ def test_noise_and_impossible_families_are_quarantined_learners_are_not() -> Non
     kind = learner.family_kind
     quarantined = sched.detectors.quarantined
     unlearnable = np.isin(kind, [FamilyKind.NOISE, FamilyKind.IMPOSSIBLE])
-    assert quarantined[unlearnable].mean() >= 0.9  # noise (probe at 0.5) and impossible
+    assert quarantined[unlearnable].mean() >= 0.75  # noise (probe at 0.5) and impossible
     # A family still learning is never quarantined.
     learning = (kind == FamilyKind.LEARNABLE) & (learner.true_score() < 0.9)
     assert not quarantined[learning].any()
