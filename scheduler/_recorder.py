@@ -44,6 +44,7 @@ class RecordingConfig:
     detail_every: int = 50  # steps between per-family metrics
     detail: bool = True  # log per-domain and per-family metrics at all
     figures_every: int = 500  # steps between figure artifacts (from the store; 0: at close only)
+    background_commits: bool = False  # store transactions on a writer thread (GIL: slower here)
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,7 +118,7 @@ class RunRecorder:
                 self.store,
                 info.run_id,
                 every_steps=self.config.checkpoint_every,
-                background=True,
+                background=self.config.background_commits,
             )
         catalog = sched.catalog
         identity = {
