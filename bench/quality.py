@@ -113,14 +113,7 @@ class OurRunner:
         return self.sched.next_batch(n)
 
     def report(self, batch: Batch, out: BatchOutcomes) -> None:
-        self.sched.report(
-            batch,
-            rewards=out.reward,
-            success=out.success,
-            process=out.process,
-            cost=out.cost,
-            status=out.status,
-        )
+        self.sched.report(batch, out)
 
     def probe_round(self) -> None:
         tiers = self.sched.tiers.tier.copy()

@@ -40,14 +40,7 @@ def run(tracker: Tracker, steps: int, catalog: Catalog, detail_every: int) -> di
     for step in range(steps):
         batch = sched.next_batch(256)
         out = learner.run(batch)
-        sched.report(
-            batch,
-            rewards=out.reward,
-            success=out.success,
-            process=out.process,
-            cost=out.cost,
-            status=out.status,
-        )
+        sched.report(batch, out)
         w = sched.weights()
         success = np.bincount(batch.family, weights=out.success, minlength=len(fam))
         metrics = {

@@ -9,6 +9,7 @@ family inside one call (almost always a single pass), never over families.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from scipy import stats
 from domains import Catalog, CurriculumError
 
 from ._errors import ConfigError, ReportError
+from ._variants import occurrence_rank
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -37,21 +39,21 @@ def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return v
 
 
-def occurrence_rank(index: IntArray) -> IntArray:
-    """For each element, how many earlier elements have the same value (0 for the first).
-
-    Applying the elements rank by rank applies repeated families in call order while each pass
-    stays a vectorised update over distinct families.
-    """
-    order = np.argsort(index, kind="stable")
-    s = index[order]
-    pos = np.arange(s.shape[0], dtype=np.int64)
-    start = np.ones(s.shape[0], dtype=bool)
-    start[1:] = s[1:] != s[:-1]
-    group_start = np.maximum.accumulate(np.where(start, pos, 0))
-    rank = np.empty_like(pos)
-    rank[order] = pos - group_start
-    return rank
+def checked_arrays(
+    owner: object, names: Sequence[str], state: Mapping[str, Any], where: str
+) -> dict[str, npt.NDArray[Any]]:
+    """The arrays ``names`` (attribute names; the state keys drop a leading "_") read from
+    ``state``, each checked against the owner's current shape and cast to its dtype. Nothing
+    is assigned, so a bad state leaves the owner as it was; ConfigError names the key."""
+    loaded = {}
+    for name in names:
+        cur = getattr(owner, name)
+        key = name.lstrip("_")
+        arr = np.asarray(state.get(key))
+        if arr.shape != cur.shape:
+            raise ConfigError(f"{where} state.{key}: expected shape {cur.shape}, got {arr.shape}")
+        loaded[name] = arr.astype(cur.dtype, copy=True)
+    return loaded
 
 
 def theil_sen(
@@ -569,16 +571,7 @@ class ProbeCurves:
                 raise ConfigError(f"ProbeCurves state.{key}: expected {want}, got {state.get(key)}")
         ring = _Ring(self.n_families, self.window)
         ring.load_state_dict(state["ring"], "ProbeCurves state.ring")
-        loaded = {}
-        for name in self._ARRAYS:
-            cur = getattr(self, name)
-            arr = np.asarray(state.get(name.lstrip("_")))
-            if arr.shape != cur.shape:
-                raise ConfigError(
-                    f"ProbeCurves state.{name.lstrip('_')}: expected shape {cur.shape}, "
-                    f"got {arr.shape}"
-                )
-            loaded[name] = arr.astype(cur.dtype, copy=True)
+        loaded = checked_arrays(self, self._ARRAYS, state, "ProbeCurves")
         self._changed()
         self._ring = ring
         for name, arr in loaded.items():

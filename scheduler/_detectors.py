@@ -28,11 +28,12 @@ from ._curves import (
     _as_1d,
     _Ring,
     _ro,
-    occurrence_rank,
+    checked_arrays,
     validate_points,
 )
 from ._errors import ConfigError
 from ._events import Event
+from ._variants import occurrence_rank
 
 logger = logging.getLogger(__name__)
 
@@ -589,16 +590,7 @@ class Detectors:
             )
         train = _Ring(self.n_families, self.config.hacking.window)
         train.load_state_dict(state["train"], "Detectors state.train")
-        loaded = {}
-        for name in self._ARRAYS:
-            cur = getattr(self, name)
-            arr = np.asarray(state.get(name.lstrip("_")))
-            if arr.shape != cur.shape:
-                raise ConfigError(
-                    f"Detectors state.{name.lstrip('_')}: expected shape {cur.shape}, "
-                    f"got {arr.shape}"
-                )
-            loaded[name] = arr.astype(cur.dtype, copy=True)
+        loaded = checked_arrays(self, self._ARRAYS, state, "Detectors")
         self._train = train
         for name, arr in loaded.items():
             setattr(self, name, arr)

@@ -145,6 +145,7 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                 tracker=tracker,
                 config=RecordingConfig(
                     checkpoint_every=settings.checkpoint_every,
+                    checkpoint_seconds=settings.checkpoint_seconds,
                     domain_every=max(1, settings.detail_every // 5),
                     detail_every=settings.detail_every,
                     detail=role == "main",

@@ -40,6 +40,7 @@ FloatArray = npt.NDArray[np.float64]
 @dataclass(frozen=True)
 class RecordingConfig:
     checkpoint_every: int = 100  # steps per store commit (rows + checkpoint, one transaction)
+    checkpoint_seconds: float | None = None  # ... or seconds since the last, whichever first
     domain_every: int = 10  # steps between per-domain metrics
     detail_every: int = 50  # steps between per-family metrics
     detail: bool = True  # log per-domain and per-family metrics at all
@@ -118,6 +119,7 @@ class RunRecorder:
                 self.store,
                 info.run_id,
                 every_steps=self.config.checkpoint_every,
+                every_seconds=self.config.checkpoint_seconds,
                 background=self.config.background_commits,
             )
         catalog = sched.catalog

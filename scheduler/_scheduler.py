@@ -37,6 +37,7 @@ from ._probes import ProbeResults, ProbeSnapshot
 from ._retries import RetryQueue
 from ._state import ArmStats
 from ._variants import occurrence_rank, permuted_index
+from .backends._protocol import BatchOutcomes
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +325,7 @@ class Scheduler:
     def report(
         self,
         batch: Batch | Sequence[Outcome],
-        rewards: npt.ArrayLike | None = None,
+        rewards: npt.ArrayLike | BatchOutcomes | None = None,
         success: npt.ArrayLike | None = None,
         process: npt.ArrayLike | None = None,
         cost: npt.ArrayLike | None = None,
@@ -333,8 +334,18 @@ class Scheduler:
         """Apply the outcomes of a batch (arrays aligned with it) or a list of Outcome.
 
         Everything is validated first; on any problem a ReportError lists them all and
-        nothing is applied.
+        nothing is applied. A backend's ``BatchOutcomes`` may stand in for the arrays:
+        ``report(batch, backend.run(batch))``.
         """
+        if isinstance(rewards, BatchOutcomes):
+            out = rewards
+            rewards, success, process, cost, status = (
+                out.reward,
+                out.success,
+                out.process,
+                out.cost,
+                out.status,
+            )
         if isinstance(batch, Batch):
             arm, variant, step = batch.arm, batch.variant, batch.step
             arrays = self._validate_batch_report(batch, rewards, success, process, cost, status)

@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     detectors: dict[str, Any] = Field(default_factory=dict)  # DetectorConfig fields (nested)
     probe_every: int = Field(25, ge=1)  # steps between probe rounds
     checkpoint_every: int = Field(100, ge=1)  # steps between checkpoints
+    checkpoint_seconds: float | None = Field(None, gt=0)  # ... or seconds, whichever first
     detail_every: int = Field(10, ge=1)  # steps between per-family metrics
     db: str = "sqlite:///curriculum.db"
     tracking_uri: str = "sqlite:///mlflow.db"

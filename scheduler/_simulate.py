@@ -97,14 +97,7 @@ class SimulationRun:
         sched = self.scheduler
         batch = sched.next_batch(self.settings.batch_size)
         out = self.learner.run(batch)
-        sched.report(
-            batch,
-            rewards=out.reward,
-            success=out.success,
-            process=out.process,
-            cost=out.cost,
-            status=out.status,
-        )
+        sched.report(batch, out)
         self.episodes += len(batch)
         self.wasted += int(self.learner.wasted(batch.family, batch.tier).sum())
         probes = None

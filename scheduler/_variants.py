@@ -55,7 +55,12 @@ def permuted_index(
 
 
 def occurrence_rank(values: IntArray) -> IntArray:
-    """For each element, how many equal elements come before it (0 for the first)."""
+    """For each element, how many equal elements come before it (0 for the first).
+
+    Applying elements rank by rank applies repeated ids in call order while each pass stays
+    a vectorised update over distinct ids (curves, breakers); the variant cursor uses it to
+    give repeated arms of one batch consecutive positions.
+    """
     order = np.argsort(values, kind="stable")
     sorted_values = values[order]
     first = np.searchsorted(sorted_values, sorted_values, side="left")

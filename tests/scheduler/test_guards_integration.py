@@ -66,14 +66,7 @@ def _run_with_learner(config: SimulatedLearnerConfig, steps: int, seed: int = 0)
     for step in range(steps):
         batch = sched.next_batch(128)
         out = learner.run(batch)
-        sched.report(
-            batch,
-            rewards=out.reward,
-            success=out.success,
-            process=out.process,
-            cost=out.cost,
-            status=out.status,
-        )
+        sched.report(batch, out)
         if step % 10 == 0:
             tiers = sched.tiers.tier.copy()
             scores, n = learner.probe_many(families, tiers)
