@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# Test helper modules (devtools.py) import by name; importlib mode adds no test dirs itself.
+sys.path.insert(0, str(Path(__file__).parent))
 
 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 

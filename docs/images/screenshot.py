@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,101 +27,12 @@ from typing import Any
 
 from scheduler.tracking import start_ui_server
 
+ROOT_FOR_IMPORTS = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT_FOR_IMPORTS / "tests"))
+from devtools import DevTools  # noqa: E402  (the shared Chromium driver)
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_NAME = "readme-demo"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-]
-
-
-class DevTools:
-    """Chromium over --remote-debugging-pipe: NUL-separated JSON on fds 3 (in) and 4 (out)."""
-
-    def __init__(self, chromium: str, profile: Path, width: int, height: int) -> None:
-        to_chrome_r, self._to_chrome_w = os.pipe()
-        self._from_chrome_r, from_chrome_w = os.pipe()
-
-        def wire_fds() -> None:
-            os.dup2(to_chrome_r, 3)
-            os.dup2(from_chrome_w, 4)
-
-        cmd = [chromium, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"]
-        self.process = subprocess.Popen(
-            [*cmd, "--remote-debugging-pipe"],
-            pass_fds=(3, 4),
-            preexec_fn=wire_fds,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-        self._buf = b""
-        self._id = 0
-        self._session: str | None = None
-        self.size = (width, height)
-
-    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        self._id += 1
-        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
-        if self._session is not None and not method.startswith(("Target.", "Browser.")):
-            msg["sessionId"] = self._session
-        os.write(self._to_chrome_w, json.dumps(msg).encode() + b"\0")
-        while True:
-            while b"\0" not in self._buf:
-                chunk = os.read(self._from_chrome_r, 1 << 16)
-                if not chunk:
-                    raise EOFError(f"chromium closed the DevTools pipe during {method}")
-                self._buf += chunk
-            raw, self._buf = self._buf.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                result: dict[str, Any] = reply.get("result", {})
-                return result
-
-    def open(self, url: str) -> None:
-        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        attached = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})
-        self._session = attached["sessionId"]
-        width, height = self.size
-        self.call(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-        )
-        self.call("Page.navigate", {"url": url})
-
-    def js(self, expression: str) -> Any:
-        result = self.call(
-            "Runtime.evaluate",
-            {"expression": expression, "returnByValue": True, "awaitPromise": True},
-        )
-        return result.get("result", {}).get("value")
-
-    def click(self, component_id: str) -> bool:
-        return bool(
-            self.js(
-                "(() => { const b = document.querySelector("
-                f"'[data-component-id=\"{component_id}\"]');"
-                " if (b) { b.click(); return true } return false })()"
-            )
-        )
-
-    def close(self) -> None:
-        try:
-            self.call("Browser.close")
-        except (EOFError, OSError, RuntimeError):
-            self.process.kill()
-        self.process.wait(15)
-        os.close(self._to_chrome_w)
-        os.close(self._from_chrome_r)
 
 
 def _api(url: str, path: str, body: dict[str, Any] | None = None, **query: str) -> Any:
