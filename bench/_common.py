@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import platform
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -94,3 +98,30 @@ def parse_assignments(flag: str, items: Sequence[str]) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise BenchError(f"{flag} {item!r}: the value is not a YAML literal ({exc})") from None
     return out
+
+
+def emit(
+    text: str,
+    *,
+    out: Path | None,
+    markdown: bool,
+    setup: Any,
+    results: Sequence[Any],
+    elapsed: float,
+    **extra: Any,
+) -> None:
+    """Print a results table (with a provenance comment for markdown) and save the JSON."""
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "machine": machine(),
+            "argv": sys.argv,
+            "setup": dataclasses.asdict(setup),
+            "seconds": elapsed,
+            **extra,
+            "runs": [dataclasses.asdict(r) for r in results],
+        }
+        out.write_text(json.dumps(payload, indent=1, default=str))
+    if markdown:
+        print(f"<!-- {machine()}; {elapsed:.0f} s in all -->")
+    print(text)

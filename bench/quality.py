@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from _common import BenchError, Stat, machine, markdown_table, parse_assignments, steps_to
+from _common import BenchError, Stat, emit, markdown_table, parse_assignments, steps_to
 
 from domains import Catalog, CurriculumError, load_catalog
 from policies import TierConfig, available_policies, make_policy
@@ -579,21 +579,15 @@ def _main(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     results = run_all(runners, range(args.seeds), setup, jobs=args.jobs)
     elapsed = time.perf_counter() - start
-    text = table(results, args.steps)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "machine": machine(),
-            "argv": sys.argv,
-            "setup": dataclasses.asdict(setup),
-            "seconds": elapsed,
-            "skipped": skipped,
-            "runs": [dataclasses.asdict(r) for r in results],
-        }
-        args.out.write_text(json.dumps(payload, indent=1, default=str))
-    if args.markdown:
-        print(f"<!-- {machine()}; {elapsed:.0f} s in all -->")
-    print(text)
+    emit(
+        table(results, args.steps),
+        out=args.out,
+        markdown=args.markdown,
+        setup=setup,
+        results=results,
+        elapsed=elapsed,
+        skipped=skipped,
+    )
     for note in skipped:
         print(f"\nskipped: {note}")
     return 0

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import BenchError, Stat, machine, markdown_table, parse_assignments, steps_to
+from _common import BenchError, Stat, emit, markdown_table, parse_assignments, steps_to
 from torch import nn
 
 from domains import Catalog, CurriculumError
@@ -413,20 +413,14 @@ def _main(args: argparse.Namespace) -> int:
             )
             results.append(r)
     elapsed = time.perf_counter() - start
-    text = table(results, args.max_steps, args.target)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "machine": machine(),
-            "argv": sys.argv,
-            "setup": dataclasses.asdict(setup),
-            "seconds": elapsed,
-            "runs": [dataclasses.asdict(r) for r in results],
-        }
-        args.out.write_text(json.dumps(payload, indent=1, default=str))
-    if args.markdown:
-        print(f"<!-- {machine()}; {elapsed:.0f} s in all -->")
-    print(text)
+    emit(
+        table(results, args.max_steps, args.target),
+        out=args.out,
+        markdown=args.markdown,
+        setup=setup,
+        results=results,
+        elapsed=elapsed,
+    )
     return 0
 
 
