@@ -22,9 +22,12 @@ from ._figures import (
 )
 from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
 from ._probes import PriorityWeights, ProbeResults, ProbeRunner, ProbeSnapshot, priority_scores
+from ._recorder import ProbeRound, RecordingConfig, RunRecorder
 from ._retries import RetryQueue
 from ._scheduler import Scheduler, SchedulerConfig, Weights
 from ._serialize import dumps_state, loads_state
+from ._settings import Settings
+from ._simulate import RunSummary, SimulationRun, run_simulation
 
 __all__ = [
     "AttentionRow",
@@ -43,14 +46,20 @@ __all__ = [
     "PriorityWeights",
     "ProbeCurves",
     "ProbeResults",
+    "ProbeRound",
     "ProbeRunner",
     "ProbeSnapshot",
+    "RecordingConfig",
     "RegressionConfig",
     "ReportError",
     "RetryQueue",
     "RunHistory",
+    "RunRecorder",
+    "RunSummary",
     "Scheduler",
     "SchedulerConfig",
+    "Settings",
+    "SimulationRun",
     "Status",
     "TaskRef",
     "TierTimeline",
@@ -61,6 +70,7 @@ __all__ = [
     "loads_state",
     "priority_scores",
     "probe_curves_figure",
+    "run_simulation",
     "save_figures",
     "theil_sen",
     "tier_timeline_figure",
