@@ -30,7 +30,7 @@ from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
 from .backends import BatchOutcomes
 from .store import Store, StoreError, open_store
-from .tracking import MLflowTracker, NullTracker, Tracker, TrackingError, flatten_params
+from .tracking import MLflowTracker, NullTracker, Tracker, flatten_params
 
 log = logging.getLogger(__name__)
 
@@ -154,13 +154,14 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                 load_state=sim.load_state_dict,
                 params={**params, "role": role},
             )
-            try:
-                restored = recorder.open(resume=args.resume)
-            except TrackingError as exc:
-                err.print(f"warning: MLflow unavailable ({exc}); continuing without tracking")
-                recorder.tracker = NullTracker()
+            restored = recorder.open(resume=args.resume)
+            if recorder.tracking_error is not None:
+                err.print(
+                    f"warning: MLflow unavailable ({recorder.tracking_error}); "
+                    "continuing without tracking",
+                    markup=False,
+                )
                 tracker = recorder.tracker
-                restored = recorder.open(resume=args.resume)
             if restored is not None:
                 err.print(f"{recorder.run_name}: resumed from the checkpoint at step {restored}")
             task = progress.add_task(f"{name} ({role})", total=settings.steps, completed=sim.step)

@@ -29,7 +29,7 @@ from ._scheduler import Scheduler
 from ._serialize import dumps_state, loads_state
 from .backends import BatchOutcomes
 from .store import OutcomeRows, ProbePoints, StepWriter, Store
-from .tracking import NullTracker, Tracker
+from .tracking import NullTracker, Tracker, TrackingError
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class RunRecorder:
         self.store_s = 0.0  # of which buffering rows and committing (with the checkpoint)
         self.tracking_s = 0.0  # of which building metric dicts and queueing them
         self._figure_thread: threading.Thread | None = None
+        self.tracking_error: str | None = None  # why tracking was dropped at open, if it was
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, *, resume: bool = False) -> int | None:
@@ -129,17 +130,23 @@ class RunRecorder:
             "catalog.arms": catalog.n_arms,
             **{f"manifest.{path}": digest for path, digest in catalog.source_hashes.items()},
         }
-        self.mlflow_run_id = self.tracker.start(
-            self.run_name,
-            params={
-                **self._params,
-                **identity,
-                "policy": policy_params(sched.policy),
-                "seed": sched.seed,
-            },
-            tags={"catalog": sched.catalog.fingerprint[:16]},
-            resume_run_id=resume_mlflow,
-        )
+        try:
+            self.mlflow_run_id = self.tracker.start(
+                self.run_name,
+                params={
+                    **self._params,
+                    **identity,
+                    "policy": policy_params(sched.policy),
+                    "seed": sched.seed,
+                },
+                tags={"catalog": sched.catalog.fingerprint[:16]},
+                resume_run_id=resume_mlflow,
+            )
+        except TrackingError as exc:  # training goes on; the store still has everything
+            log.warning("MLflow unavailable, continuing without tracking: %s", exc)
+            self.tracking_error = str(exc)
+            self.tracker = NullTracker()
+            self.mlflow_run_id = None
         if restored is None:
             for path in sched.catalog.sources:
                 self.tracker.log_artifact(path, "manifests")

@@ -84,6 +84,8 @@ def test_simulate_smoke(tmp_path: Path) -> None:
         (["simulate", "--policy", "nope", "--steps", "2", "--no-progress"], "unknown policy"),
         (["simulate", "--config", "missing.yaml"], "no such config file"),
         (["frobnicate"], "invalid choice"),
+        (["simulate", "--db", "foo://x", "--steps", "2", "--no-progress"], "unsupported database"),
+        (["report", "--db", "sqlite:///nowhere/at/all/x.db"], "cannot open the store"),
     ],
 )
 def test_bad_input_exits_2_without_traceback(args: list[str], needle: str) -> None:
@@ -99,3 +101,21 @@ def test_bad_config_file_names_file_and_field(tmp_path: Path) -> None:
     result = run("simulate", "--config", str(config), "--no-progress")
     assert result.returncode == 2
     assert str(config) in result.stderr and "batch_size" in result.stderr
+
+
+def test_simulate_goes_on_without_mlflow(tmp_path: Path) -> None:
+    """A tracking server that is down costs the run its MLflow log, not its store record."""
+    result = run(
+        "simulate",
+        "--steps",
+        "5",
+        "--no-progress",
+        "--no-baseline",
+        "--db",
+        f"sqlite:///{tmp_path}/c.db",
+        "--tracking-uri",
+        "http://127.0.0.1:9",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "continuing without tracking" in result.stderr
+    assert "stored in" in result.stdout

@@ -138,7 +138,13 @@ def _parse_url(url: str) -> tuple[URL, bool]:
             f"store URL {url!r}: not a database URL; use sqlite:///path.db, sqlite:// "
             "(in memory) or postgresql+psycopg://user@host:5432/db"
         ) from None
-    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(
+            f"store URL {url!r}: unsupported database {backend!r}; use sqlite:///path.db, "
+            "sqlite:// (in memory) or postgresql+psycopg://user@host:5432/db"
+        )
+    driver = parsed.get_driver_name()
     if backend == "sqlite":
         if driver not in ("pysqlite", ""):
             raise StoreError(f"store URL {url!r}: use the built-in driver, sqlite:///path.db")
