@@ -146,7 +146,7 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                 config=RecordingConfig(
                     checkpoint_every=settings.checkpoint_every,
                     checkpoint_seconds=settings.checkpoint_seconds,
-                    domain_every=max(1, settings.detail_every // 5),
+                    domain_every=settings.domain_every,
                     detail_every=settings.detail_every,
                     detail=role == "main",
                 ),

@@ -5,8 +5,10 @@ One naming scheme, grouped by the MLflow UI on the first path segment:
 - every step: ``run/score_mean`` and ``run/score_p10`` (chance-normalised latest probes),
   ``run/weight_entropy``, ``run/pass_rate``, ``run/fault_rate``, ``run/quarantined``,
   ``run/breakers_open``;
-- every ``domain_every`` steps: ``weight/<domain>``, ``quota_use/<domain>`` (share over
-  max_share), ``pass_rate/<domain>``, ``probe/<domain>``;
+- every ``domain_every`` steps (default every step): ``weight/<domain>`` (planned share),
+  ``share/<domain>`` (the batch's share of samples, or of compute for a compute-basis
+  domain), ``quota_use/<domain>`` (share over max_share), ``pass_rate/<domain>``,
+  ``probe/<domain>``;
 - every ``detail_every`` steps: ``weight/<domain>/<family>``, ``tier/<domain>/<family>``,
   ``pass_rate/<domain>/<family>``, ``probe/<domain>/<family>``, ``slope/<domain>/<family>``.
 
@@ -38,7 +40,7 @@ class RunMetrics:
         ]
         self._domain_keys = {
             kind: [f"{kind}/{d}" for d in domains]
-            for kind in ("weight", "quota_use", "pass_rate", "probe")
+            for kind in ("weight", "share", "quota_use", "pass_rate", "probe")
         }
         self._family_keys = {
             kind: [f"{kind}/{p}" for p in family_path]
@@ -65,7 +67,10 @@ class RunMetrics:
             metrics["run/score_p10"] = float(np.percentile(probed, 10))
         return metrics
 
-    def per_domain(self, sched: Scheduler) -> dict[str, float]:
+    def per_domain(self, sched: Scheduler, batch: Batch) -> dict[str, float]:
+        """Weight (planned share), share (this batch's realised share of samples, or of
+        compute for a compute-basis domain), quota use (share over max_share), pass rate
+        and probe score of every domain."""
         cat = self.catalog
         w = sched.weights()
         current = cat.arm_start[:-1] + sched.tiers.tier
@@ -77,9 +82,18 @@ class RunMetrics:
         passed = np.bincount(dom, weights=np.where(seen, pass_rate, 0.0), minlength=n_dom)
         dom_pass: FloatArray = np.where(seen_n > 0, passed / np.maximum(seen_n, 1), np.nan)
         probe, _ = sched.curves.domain_curve()
+        drawn = cat.domain_of_family[batch.family]
+        samples = np.bincount(drawn, minlength=n_dom).astype(np.float64)
+        spent = np.bincount(drawn, weights=sched.cost[batch.family], minlength=n_dom)
+        share: FloatArray = np.where(
+            cat.domain_compute_basis,
+            spent / max(float(spent.sum()), 1e-300),
+            samples / max(len(batch), 1),
+        )
         values: dict[str, FloatArray] = {
             "weight": w.domain,
-            "quota_use": w.domain / cat.domain_max_share,
+            "share": share,
+            "quota_use": share / cat.domain_max_share,
             "pass_rate": dom_pass,
             "probe": probe,
         }

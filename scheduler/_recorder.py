@@ -41,7 +41,7 @@ FloatArray = npt.NDArray[np.float64]
 class RecordingConfig:
     checkpoint_every: int = 100  # steps per store commit (rows + checkpoint, one transaction)
     checkpoint_seconds: float | None = None  # ... or seconds since the last, whichever first
-    domain_every: int = 10  # steps between per-domain metrics
+    domain_every: int = 1  # steps between per-domain metrics
     detail_every: int = 50  # steps between per-family metrics
     detail: bool = True  # log per-domain and per-family metrics at all
     figures_every: int = 500  # steps between figure artifacts (from the store; 0: at close only)
@@ -182,7 +182,7 @@ class RunRecorder:
         if extra:
             metrics.update(extra)
         if self.config.detail and step % self.config.domain_every == 0:
-            metrics.update(self.metrics.per_domain(sched))
+            metrics.update(self.metrics.per_domain(sched, batch))
         if self.config.detail and step % self.config.detail_every == 0:
             metrics.update(self.metrics.per_family(sched))
         self.tracker.log_metrics(metrics, step)

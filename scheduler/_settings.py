@@ -67,7 +67,8 @@ class Settings(BaseSettings):
     probe_every: int = Field(25, ge=1)  # steps between probe rounds
     checkpoint_every: int = Field(100, ge=1)  # steps between checkpoints
     checkpoint_seconds: float | None = Field(None, gt=0)  # ... or seconds, whichever first
-    detail_every: int = Field(10, ge=1)  # steps between per-family metrics
+    domain_every: int = Field(1, ge=1)  # steps between per-domain metrics
+    detail_every: int = Field(50, ge=1)  # steps between per-family metrics
     db: str = "sqlite:///curriculum.db"
     tracking_uri: str = "sqlite:///mlflow.db"
     experiment: str = "curriculum"

@@ -47,7 +47,7 @@ NEEDS_CHROMIUM = pytest.mark.skipif(
 # What the simulate run is configured with, and the cadences that follow from it.
 STEPS = 60
 DETAIL_EVERY = 10
-DOMAIN_EVERY = max(1, DETAIL_EVERY // 5)  # as scheduler/_main_job.py derives it
+DOMAIN_EVERY = 1  # the default `domain_every` setting
 RUN_NAME = "ui-e2e"
 SIM_ENV = {
     "CURRICULUM_BATCH_SIZE": "32",
@@ -163,7 +163,7 @@ def test_metric_keys_follow_the_naming_scheme(served_run: ServedRun) -> None:
     per_step = {"run/score_mean", "run/score_p10", "run/weight_entropy", "run/pass_rate"}
     per_step |= {"run/fault_rate", "sim/true_score", "sim/waste"}
     assert per_step <= keys
-    for kind in ("weight", "quota_use"):
+    for kind in ("weight", "share", "quota_use"):
         missing = {f"{kind}/{d}" for d in domains} - keys
         assert not missing, f"{kind}/<domain> missing for {sorted(missing)[:5]}"
     for kind in ("weight", "tier", "probe"):
@@ -171,6 +171,8 @@ def test_metric_keys_follow_the_naming_scheme(served_run: ServedRun) -> None:
         assert not missing, f"{kind}/<domain>/<family> missing for {sorted(missing)[:5]}"
     # Domain weights are a distribution at every logged step, so also at the last one.
     assert sum(latest[f"weight/{d}"] for d in domains) == pytest.approx(1.0, abs=1e-6)
+    # Realised shares of the last batch: samples for most domains, compute for a few.
+    assert all(0.0 <= latest[f"share/{d}"] <= 1.0 for d in domains)
     # The baseline is logged with aggregates only.
     base_keys = {
         m["key"] for m in _run(served_run.server.url, served_run.baseline_id)["data"]["metrics"]
