@@ -39,10 +39,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 from _common import BenchError, Stat, emit, markdown_table, parse_assignments, steps_to
+from pydantic import ValidationError
 
 from domains import Catalog, CurriculumError, load_catalog
-from policies import TierConfig, available_policies, make_policy
-from scheduler import Batch, Scheduler, SchedulerConfig
+from policies import available_policies, make_policy
+from scheduler import Batch, Scheduler, SchedulerConfig, Settings
 from scheduler.backends import BatchOutcomes, FamilyKind, SimulatedLearner, SimulatedLearnerConfig
 
 log = logging.getLogger("bench.quality")
@@ -319,17 +320,18 @@ def make_catalog(spec: str) -> Catalog:
 
 
 def scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
-    top = {k: v for k, v in values.items() if not k.startswith("tiers.")}
-    tiers = {k.removeprefix("tiers."): v for k, v in values.items() if k.startswith("tiers.")}
-    known = {f.name for f in dataclasses.fields(SchedulerConfig)} - {"tiers"}
-    known_tiers = {f.name for f in dataclasses.fields(TierConfig)}
-    for key in sorted(set(top) - known):
-        raise BenchError(f"--scheduler {key}: unknown field; known: {sorted(known)} or tiers.*")
-    for key in sorted(set(tiers) - known_tiers):
-        raise BenchError(f"--scheduler tiers.{key}: unknown field; known: {sorted(known_tiers)}")
+    """A SchedulerConfig from dotted ``--scheduler`` assignments (``tiers.promote_at=0.6``,
+    ``detectors.unlearnable.min_probes=8``), validated by the project's own Settings."""
+    nested: dict[str, Any] = {}
+    for key, value in values.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
     try:
-        return SchedulerConfig(**top, tiers=TierConfig(**tiers))
-    except (TypeError, ValueError) as exc:
+        return Settings(**nested).scheduler_config()
+    except (CurriculumError, ValidationError) as exc:
         raise BenchError(f"--scheduler: {exc}") from None
 
 
