@@ -29,12 +29,25 @@ from ._serialize import dumps_state, loads_state
 from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
 
+# torch is imported only when its adapter is first used, so `import scheduler` stays light.
+_LAZY = {"CurriculumBatchSampler": "._torch", "RowIndex": "._torch"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
+
+
 __all__ = [
     "AttentionRow",
     "Batch",
     "BreakerConfig",
     "CircuitBreakers",
     "ConfigError",
+    "CurriculumBatchSampler",
     "DetectorConfig",
     "Detectors",
     "DomainCurves",
@@ -53,6 +66,7 @@ __all__ = [
     "RegressionConfig",
     "ReportError",
     "RetryQueue",
+    "RowIndex",
     "RunHistory",
     "RunRecorder",
     "RunSummary",
