@@ -6,9 +6,9 @@ scheduler draws, and keeps the ``Batch`` so the trainer can report outcomes agai
 
     rows = RowIndex.from_columns(catalog, family=ds.family, tier=ds.tier, variant=ds.variant)
     sampler = CurriculumBatchSampler(sched, rows, batch_size=64, num_batches=1000)
-    for step, indices in enumerate(DataLoader(ds, batch_sampler=sampler)):
+    for examples in DataLoader(ds, batch_sampler=sampler):
         ...
-        sched.report(sampler.batch(step), rewards=r, success=s)
+        sched.report(sampler.take_batch(), rewards=r, success=s)
 
 It follows torchdata's Stateful protocol: ``state_dict()`` holds the scheduler state and
 the position in the epoch, so a resumed loader yields exactly the rows the uninterrupted one
@@ -141,8 +141,17 @@ class CurriculumBatchSampler(Sampler[list[int]]):
             yield self.index.rows(batch).tolist()
         self._yielded = 0  # the next iter() is a new epoch
 
+    def take_batch(self) -> Batch:
+        """The Batch of the oldest rows not yet taken: call it once per loader item.
+
+        A DataLoader hands batches back in the order the sampler yielded them, even when its
+        workers prefetch ahead, so first-in first-out pairs each item with its Batch."""
+        if not self._batches:
+            raise LookupError("no batch is waiting: take_batch() was called more than once")
+        return self._batches.popitem(last=False)[1]
+
     def batch(self, step: int) -> Batch:
-        """The Batch behind the rows yielded at scheduler step ``step`` (to report it)."""
+        """The Batch drawn at scheduler step ``step``, if it is still kept and not taken."""
         try:
             return self._batches[step]
         except KeyError:

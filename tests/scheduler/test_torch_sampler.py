@@ -52,8 +52,8 @@ def test_loader_yields_the_rows_of_each_scheduled_batch_and_reports_back() -> No
     sampler = CurriculumBatchSampler(sched, rows, batch_size=8, num_batches=12)
     loader = DataLoader(data, batch_sampler=sampler)
     seen = 0
-    for step, item in enumerate(loader):
-        batch = sampler.batch(step)
+    for item in loader:
+        batch = sampler.take_batch()
         np.testing.assert_array_equal(item["arm"].numpy(), batch.arm)
         np.testing.assert_array_equal(item["variant"].numpy(), batch.variant)
         success = (item["arm"].numpy() % 2).astype(float)
@@ -105,3 +105,16 @@ def test_row_index_rejects_a_dataset_that_does_not_cover_the_pools() -> None:
         )
     with pytest.raises(ConfigError, match="does not have"):
         RowIndex.from_columns(cat, family=data.family, tier=data.tier, variant=data.variant + 5)
+
+
+def test_take_batch_pairs_items_with_batches_when_workers_prefetch() -> None:
+    cat, data, rows = _setup()
+    sched = Scheduler(cat, "uniform", seed=2)
+    sampler = CurriculumBatchSampler(sched, rows, batch_size=5, num_batches=8)
+    loader = DataLoader(data, batch_sampler=sampler, num_workers=2, prefetch_factor=2)
+    for item in loader:
+        batch = sampler.take_batch()
+        np.testing.assert_array_equal(item["arm"].numpy(), batch.arm)
+        sched.report(batch, rewards=np.zeros(len(batch)))
+    with pytest.raises(LookupError):
+        sampler.take_batch()
