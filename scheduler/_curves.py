@@ -17,6 +17,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from domains import Catalog, CurriculumError
+from policies import binomial_interval
 
 from ._errors import ConfigError, ReportError
 from ._variants import occurrence_rank
@@ -475,23 +476,22 @@ class ProbeCurves:
             se: FloatArray = np.sqrt(p * (1 - p) / self._latest_n)
         return se
 
-    def _jeffreys(self, q: float) -> FloatArray:
-        k = self._latest * self._latest_n
-        with np.errstate(invalid="ignore"):
-            b: FloatArray = stats.beta.ppf(q, k + 0.5, self._latest_n - k + 0.5)
-        return b
+    def _jeffreys(self) -> tuple[FloatArray, FloatArray]:
+        """Jeffreys interval of each latest point; NaN where a family was never probed."""
+        n = self._latest_n.astype(np.float64)
+        low, high = binomial_interval(self._latest * n, n, self.ci_level)
+        never = np.isnan(self._latest)
+        return np.where(never, np.nan, low), np.where(never, np.nan, high)
 
     @property
     def ci_low(self) -> FloatArray:
         """Jeffreys interval of the latest point (0 when no item passed)."""
-        tail = (1 - self.ci_level) / 2
-        return np.where(self._latest <= 0, 0.0, self._jeffreys(tail))
+        return self._jeffreys()[0]
 
     @property
     def ci_high(self) -> FloatArray:
         """Jeffreys interval of the latest point (1 when every item passed)."""
-        tail = (1 - self.ci_level) / 2
-        return np.where(self._latest >= 1, 1.0, self._jeffreys(1 - tail))
+        return self._jeffreys()[1]
 
     def normalize(self, p: FloatArray) -> FloatArray:
         """Chance-normalised rate: (p - chance) / (1 - chance), clipped to [0, 1]."""

@@ -455,10 +455,7 @@ class Detectors:
         # The level is the pooled newer half of the window, with a Jeffreys interval, in
         # chance-normalised units: "near chance" = its upper bound is within the margin.
         k1, n1, k2, n2 = curves.halves()
-        q = 1 - (1 - self.config.alpha) / 2
-        with np.errstate(invalid="ignore"):
-            ub = np.where(k2 >= n2, 1.0, stats.beta.ppf(q, k2 + 0.5, n2 - k2 + 0.5))
-            lb = np.where(k2 <= 0, 0.0, stats.beta.ppf(1 - q, k2 + 0.5, n2 - k2 + 0.5))
+        lb, ub = binomial_interval(k2, n2, self.config.alpha)
         level_ub = curves.normalize(ub)
         level_lb = curves.normalize(lb)
         # Progress: a significantly positive slope, or a newer half of the window that passes
