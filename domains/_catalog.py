@@ -131,13 +131,6 @@ class Catalog:
             raise KeyError(f"family {self.family_names[f]!r} has no tier {tier}")
         return int(self.arm_start[f]) + tier
 
-    def domain_of_arm(self) -> IntArray:
-        return self.domain_of_family[self.family_of_arm]
-
-    def families_in_domain(self, domain: int | str) -> IntArray:
-        d = self.domain_id(domain) if isinstance(domain, str) else int(domain)
-        return np.flatnonzero(self.domain_of_family == d)
-
     def variant(self, arm: int, variant: int) -> Mapping[str, Any] | None:
         """The inline or JSONL item of a variant, or None for a pool declared by size."""
         return self.pools[arm].item(variant)

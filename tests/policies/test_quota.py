@@ -95,3 +95,20 @@ def test_blocked_domain_gives_up_its_minimum() -> None:
 def test_infeasible_quotas_raise() -> None:
     with pytest.raises(ValueError, match="infeasible"):
         project_quotas(np.ones(2), np.array([0, 1]), np.array([0.7, 0.7]), np.ones(2), np.ones(2))
+
+
+def test_bisection_fallback_agrees_with_the_breakpoint_sweep() -> None:
+    """Very large catalogs use bisection instead of the dense sweep: same shares."""
+    from policies._quota import _domain_shares, _domain_shares_bisect
+
+    rng = np.random.default_rng(5)
+    n_fam, n_dom = 300, 30
+    dof = np.sort(rng.integers(0, n_dom, n_fam))
+    w = rng.random(n_fam) ** 4
+    w /= w.sum()
+    cap = np.full(n_fam, 0.02)
+    hi = np.minimum(np.full(n_dom, 0.1), np.bincount(dof, cap, n_dom))
+    lo = np.minimum(np.full(n_dom, 0.01), hi)
+    np.testing.assert_allclose(
+        _domain_shares(w, dof, lo, hi, cap), _domain_shares_bisect(w, dof, lo, hi, cap), atol=1e-9
+    )
