@@ -25,6 +25,12 @@ class LearningProgress(Stateless):
     ``signal``: "success" reads the pass rate; "process" the dense process score; "auto" reads
     success, but falls back to the process score where success is sparse (both EMAs of the
     normalised success below ``sparse_below``), so a hard tier at 0% still shows progress.
+
+    ``mastery``: above this normalised pass rate, progress is scaled down linearly to 0 at a
+    perfect rate: an arm near the ceiling has no room left to learn, though its EMAs still
+    lag (1.0 turns it off). ``probe_optimism``: an unexplored arm that a held-out probe has
+    already measured gets its optimism scaled by 4p(1-p) of that probe, so an arm a probe
+    shows mastered (or far out of reach) is not explored on faith.
     """
 
     signal: Literal["success", "process", "auto"] = "auto"
@@ -32,12 +38,16 @@ class LearningProgress(Stateless):
     optimism: float = 1.0
     sparse_below: float = 0.05
     noise_z: float = 0.0  # subtract this many noise SDs of |fast - slow| (0: raw progress)
+    mastery: float = 0.9
+    probe_optimism: bool = True
 
     def __post_init__(self) -> None:
         if self.signal not in ("success", "process", "auto"):
             raise ValueError(f"signal must be success, process or auto, got {self.signal!r}")
         if self.min_samples < 0 or self.optimism < 0 or self.noise_z < 0:
             raise ValueError("min_samples, optimism and noise_z must be non-negative")
+        if not 0.0 <= self.mastery <= 1.0:
+            raise ValueError(f"mastery must be in [0, 1], got {self.mastery!r}")
 
     def weights(self, view: ArmView, state: PolicyState) -> npt.NDArray[np.float64]:
         fast = view.normalized(view.success_fast)
@@ -55,7 +65,15 @@ class LearningProgress(Stateless):
             else:
                 sparse = (fast < self.sparse_below) & (slow < self.sparse_below)
                 progress = np.where(sparse, dense, progress)
+        if self.mastery < 1.0:
+            progress = progress * np.clip((1.0 - fast) / (1.0 - self.mastery), 0.0, 1.0)
         unexplored = view.count < self.min_samples
         seen = progress[~unexplored]
         reference = float(seen.max()) if seen.size and seen.max() > 0 else 1.0
-        return np.where(unexplored, self.optimism * reference, progress)
+        optimism = np.full(progress.shape, self.optimism * reference)
+        if self.probe_optimism:
+            probed = view.normalized(np.nan_to_num(view.probe_score, nan=0.5))
+            optimism = np.where(
+                view.probe_step >= 0, optimism * 4 * probed * (1 - probed), optimism
+            )
+        return np.where(unexplored, optimism, progress)

@@ -29,9 +29,14 @@ class TierConfig:
     min_samples: int = 24
     confidence: float = 0.9
     cooldown_steps: int = 5
-    adjacent_share: float = 0.1  # share of draws taken from the tiers just below and above
+    adjacent_share: float = 0.0  # share of draws taken from the tiers just below and above
+    adjacent_down: float = 0.5  # the part of that share drawn one tier down (the rest: up)
+    review_share: float = 0.0  # share of draws sent to any tier below the current one
     start_tier: int = 0
     window: int = 128  # counts at a tier are scaled down past this, so old results fade out
+    probe_evidence: bool = True  # held-out probes at the current tier count as trials too
+    mastered_at: float = 0.85  # top tier, lower bound of the normalised pass rate above this
+    mastered_weight: float = 0.05  # a mastered family's share cap, in uniform shares
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.demote_at < self.promote_at <= 1.0:
@@ -39,10 +44,19 @@ class TierConfig:
                 f"tiers: need 0 <= demote_at < promote_at <= 1, got {self.demote_at}, "
                 f"{self.promote_at}"
             )
-        if not 0.0 <= self.adjacent_share <= 1.0:
-            raise ValueError(f"tiers: adjacent_share must be in [0, 1], got {self.adjacent_share}")
+        shares = (self.adjacent_share, self.adjacent_down, self.review_share)
+        if not all(0.0 <= x <= 1.0 for x in shares):
+            raise ValueError(
+                "tiers: adjacent_share, adjacent_down and review_share must be in [0, 1], "
+                f"got {shares}"
+            )
         if self.window < self.min_samples:
             raise ValueError(f"tiers: window ({self.window}) must be >= min_samples")
+        if not 0.0 < self.mastered_at <= 1.0 or not 0.0 <= self.mastered_weight <= 1.0:
+            raise ValueError(
+                "tiers: need 0 < mastered_at <= 1 and 0 <= mastered_weight <= 1, got "
+                f"{self.mastered_at}, {self.mastered_weight}"
+            )
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"tiers: confidence must be in (0, 1), got {self.confidence}")
 
@@ -58,6 +72,11 @@ class TierChanges:
     ci_low: FloatArray
     ci_high: FloatArray
     samples: FloatArray
+
+
+def _no_changes() -> TierChanges:
+    empty, nothing = np.zeros(0, dtype=np.int64), np.zeros(0)
+    return TierChanges(empty, empty, empty, nothing, nothing, nothing, nothing)
 
 
 class TierController:
@@ -82,6 +101,29 @@ class TierController:
         fam = family[at_current]
         self.trials += np.bincount(fam, minlength=n_fam)
         self.successes += np.bincount(fam, weights=(success[at_current] > 0.5), minlength=n_fam)
+        return self._decide(step)
+
+    def observe_probes(
+        self, step: int, family: IntArray, tier: IntArray, score: FloatArray, n: IntArray
+    ) -> TierChanges:
+        """Count held-out probe items at a family's current tier as trials (``probe_evidence``).
+
+        A probe is cleaner evidence than training outcomes (no hack, fresh items), and it
+        arrives for families the policy rarely draws: a mastered family climbs one tier per
+        probe round instead of spending training episodes to prove what it knows.
+        """
+        if not self.config.probe_evidence:
+            return _no_changes()
+        n_fam = self._catalog.n_families
+        at_current = tier == self.tier[family]
+        fam = family[at_current]
+        items = n[at_current].astype(np.float64)
+        self.trials += np.bincount(fam, weights=items, minlength=n_fam)
+        self.successes += np.bincount(fam, weights=score[at_current] * items, minlength=n_fam)
+        return self._decide(step)
+
+    def _decide(self, step: int) -> TierChanges:
+        """Fade old counts past the window, then promote or demote where the bounds say so."""
         cfg = self.config
         full = self.trials > cfg.window
         if full.any():
@@ -94,10 +136,8 @@ class TierController:
         point = (self.successes / np.maximum(self.trials, 1) - chance_all) / (1.0 - chance_all)
         ready &= (point >= cfg.promote_at) | (point <= cfg.demote_at)
         candidates = np.flatnonzero(ready)
-        empty = np.zeros(0, dtype=np.int64)
         if candidates.size == 0:
-            nothing = np.zeros(0)
-            return TierChanges(empty, empty, empty, nothing, nothing, nothing, nothing)
+            return _no_changes()
         s = self.successes[candidates]
         n = self.trials[candidates]
         low, high = binomial_interval(s, n, cfg.confidence)
@@ -125,16 +165,39 @@ class TierController:
         self.last_change[changed] = step
         return changes
 
+    @property
+    def mastered(self) -> npt.NDArray[np.bool_]:
+        """bool [n_families]: at the top tier with the lower confidence bound of the
+        chance-normalised pass rate at or above ``mastered_at`` (after ``min_samples``)."""
+        cfg, cat = self.config, self._catalog
+        top = (self.tier == cat.n_tiers - 1) & (self.trials >= cfg.min_samples)
+        result = np.zeros(cat.n_families, dtype=bool)
+        idx = np.flatnonzero(top)
+        if idx.size:
+            low, _ = binomial_interval(self.successes[idx], self.trials[idx], cfg.confidence)
+            chance = cat.chance_success[idx]
+            result[idx] = (low - chance) / (1.0 - chance) >= cfg.mastered_at
+        return result
+
     def draw(self, family: IntArray, rng: np.random.Generator) -> IntArray:
-        """The tier of each drawn task: the family's tier, or an adjacent one for a share."""
+        """The tier of each drawn task: the family's tier, an adjacent one for a share, and
+        any lower tier for the review share (so tiers left behind are not forgotten)."""
         base = self.tier[family]
-        share = self.config.adjacent_share
-        if share <= 0:
-            return base.copy()
-        u = rng.random(family.shape[0])
-        shift = np.where(u < share / 2, -1, np.where(u < share, 1, 0))
-        top = self._catalog.n_tiers[family] - 1
-        return np.clip(base + shift, 0, top)
+        cfg = self.config
+        tier = base.copy()
+        if cfg.adjacent_share > 0:
+            u = rng.random(family.shape[0])
+            down = cfg.adjacent_share * cfg.adjacent_down
+            shift = np.where(u < down, -1, np.where(u < cfg.adjacent_share, 1, 0))
+            top = self._catalog.n_tiers[family] - 1
+            tier = np.clip(base + shift, 0, top)
+        if cfg.review_share > 0:
+            u = rng.random(family.shape[0])
+            review = (u < cfg.review_share) & (base > 0)
+            # u / review_share is uniform in [0, 1) on the reviewed draws: reuse it.
+            lower = np.floor(u / cfg.review_share * base).astype(np.int64)
+            tier = np.where(review, lower, tier)
+        return tier
 
     def set_tier(self, family: IntArray, tier: IntArray, step: int) -> None:
         self.tier[family] = np.clip(tier, 0, self._catalog.n_tiers[family] - 1)

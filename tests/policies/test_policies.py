@@ -160,3 +160,80 @@ def test_noise_debiased_progress_silences_coin_flips() -> None:
         sched.report([Outcome(arm=0, variant=0, reward=coin[t], success=coin[t])])
     debiased = LearningProgress(min_samples=0, noise_z=2.0).weights(sched.view(), {})
     assert debiased[0] < raw[0]
+
+
+def test_probes_at_the_current_tier_count_as_tier_evidence() -> None:
+    cat = Catalog.synthetic(1, 2, 3)
+    ctl = TierController(cat, TierConfig(min_samples=24, cooldown_steps=0))
+    fam, tier = np.array([0, 1]), np.array([0, 1])  # family 1's probe is not at its tier
+    changes = ctl.observe_probes(1, fam, tier, np.array([1.0, 1.0]), np.array([32, 32]))
+    assert changes.family.tolist() == [0] and ctl.tier.tolist() == [1, 0]
+    assert ctl.trials[1] == 0  # a probe of another tier says nothing about the current one
+    # Too few items: counted, but no verdict yet.
+    ctl.observe_probes(2, np.array([1]), np.array([0]), np.array([1.0]), np.array([8]))
+    assert ctl.tier[1] == 0 and ctl.trials[1] == 8
+    off = TierController(cat, TierConfig(probe_evidence=False))
+    assert off.observe_probes(1, fam, tier, np.ones(2), np.array([32, 32])).family.size == 0
+    assert off.trials.sum() == 0
+
+
+def test_mastered_needs_the_top_tier_and_a_confident_pass_rate() -> None:
+    cat = Catalog.synthetic(1, 3, 2)
+    ctl = TierController(cat, TierConfig(min_samples=20, cooldown_steps=0, mastered_at=0.85))
+    ctl.set_tier(np.array([1, 2]), np.array([1, 1]), step=0)
+    fam = np.repeat(np.arange(3), 40)
+    tier = ctl.tier[fam]
+    success = np.r_[np.ones(40), np.ones(40), np.r_[np.ones(30), np.zeros(10)]]
+    ctl.observe(1, fam, tier, success)
+    # Family 0 was promoted off tier 0 (not yet seen at the top); family 2 passes 75 %.
+    assert ctl.mastered.tolist() == [False, True, False]
+
+
+def test_learning_progress_fades_near_the_ceiling() -> None:
+    t = np.arange(300)
+    rising = np.clip(0.5 + t / 300, 0, 1)  # reaches 1.0 half-way, still lagging EMAs
+    rng = np.random.default_rng(3)
+    ceiling = (rng.random(300) < rising).astype(float)
+    low = (rng.random(300) < np.clip(t / 600, 0, 1)).astype(float)
+    faded = LearningProgress(min_samples=0, mastery=0.9)
+    raw = LearningProgress(min_samples=0, mastery=1.0)
+    cat = Catalog.synthetic(1, 2, 1)
+    sched = Scheduler(cat, "uniform", seed=0)
+    for i in range(300):
+        sched.report(
+            [
+                Outcome(arm=0, variant=0, reward=ceiling[i], success=ceiling[i]),
+                Outcome(arm=1, variant=0, reward=low[i], success=low[i]),
+            ]
+        )
+    view = sched.view()
+    assert faded.weights(view, {})[0] < 0.5 * raw.weights(view, {})[0]
+    assert faded.weights(view, {})[1] == pytest.approx(raw.weights(view, {})[1])
+
+
+def test_probe_optimism_skips_arms_a_probe_shows_mastered() -> None:
+    cat = Catalog.synthetic(1, 3, 1)
+    sched = Scheduler(cat, "uniform")
+    sched.record_probes([0, 1], [1.0, 0.5], n=[32, 32])
+    w = LearningProgress(min_samples=5, optimism=2.0).weights(sched.view(), {})
+    np.testing.assert_allclose(w, [0.0, 2.0, 2.0])  # unprobed family 2 keeps full optimism
+    blind = LearningProgress(min_samples=5, optimism=2.0, probe_optimism=False)
+    np.testing.assert_allclose(blind.weights(sched.view(), {}), 2.0)
+
+
+def test_adjacent_draws_can_look_only_upward() -> None:
+    cat = Catalog.synthetic(1, 1, 3)
+    ctl = TierController(cat, TierConfig(adjacent_share=0.2, adjacent_down=0.0, start_tier=1))
+    tiers = ctl.draw(np.zeros(20_000, dtype=np.int64), np.random.default_rng(0))
+    share = np.bincount(tiers, minlength=3) / tiers.size
+    assert share[0] == 0.0 and share[2] == pytest.approx(0.2, abs=0.01)
+
+
+def test_review_draws_cover_every_tier_below_the_current_one() -> None:
+    cat = Catalog.synthetic(1, 2, 4)
+    ctl = TierController(cat, TierConfig(review_share=0.3))
+    ctl.set_tier(np.array([0, 1]), np.array([3, 0]), step=0)
+    rng = np.random.default_rng(0)
+    top = np.bincount(ctl.draw(np.zeros(30_000, dtype=np.int64), rng), minlength=4) / 30_000
+    np.testing.assert_allclose(top, [0.1, 0.1, 0.1, 0.7], atol=0.01)
+    assert (ctl.draw(np.ones(1000, dtype=np.int64), rng) == 0).all()  # nothing below tier 0
