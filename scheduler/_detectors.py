@@ -94,19 +94,29 @@ class UnlearnableConfig:
     """
 
     min_probes: int = 16  # probes since the last tier reset before a verdict
+    coin_min_probes: int = 16  # the same for coin flips; lower it only where a family that
+    coin_confirm: int = 3  # learns cannot sit at a 50 % pass rate for long (see docs)
     chance_margin: float = 0.1  # normalised upper bound of the newer half's score must be below
     confirm: int = 3  # consecutive probe rounds meeting the condition
     coin_band: float = 0.15  # training pass rate within 0.5 +- band, with no trend = coin flips
-    floor: float = 0.05  # weight_cap of a quarantined family (it is still sampled and probed)
+    coin_alpha: float = 0.7  # a rise of the probe halves at this one-sided level blocks it
+    floor: float = 0.05  # weight_cap of a quarantined family, and its share cap in uniform
+    # shares (floor / n_families); it is still sampled a little and probed
 
     def __post_init__(self) -> None:
         _need(self.min_probes >= 3, "unlearnable.min_probes", "must be >= 3", self.min_probes)
+        _need(self.coin_min_probes >= 3, "unlearnable.coin_min_probes", "must be >= 3",
+              self.coin_min_probes)  # fmt: skip
         _need(0 < self.chance_margin < 1, "unlearnable.chance_margin", "must be in (0, 1)",
               self.chance_margin)  # fmt: skip
         _need(self.confirm >= 1, "unlearnable.confirm", "must be >= 1", self.confirm)
+        _need(self.coin_confirm >= 1, "unlearnable.coin_confirm", "must be >= 1",
+              self.coin_confirm)  # fmt: skip
         _need(0 < self.coin_band <= 0.5, "unlearnable.coin_band", "must be in (0, 0.5]",
               self.coin_band)  # fmt: skip
         _need(0 <= self.floor <= 1, "unlearnable.floor", "must be in [0, 1]", self.floor)
+        _need(0.5 <= self.coin_alpha < 1, "unlearnable.coin_alpha", "must be in [0.5, 1)",
+              self.coin_alpha)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -243,6 +253,7 @@ class Detectors:
         self._regressing = np.zeros(f, dtype=bool)  # bool [F]
         self._plateaued = np.zeros(f, dtype=bool)  # bool [F]
         self._quarantined = np.zeros(f, dtype=bool)  # bool [F]
+        self._coin = np.zeros(f, dtype=bool)  # bool [F], quarantined as a coin flip
         self._hacking = np.zeros(f, dtype=bool)  # bool [F]
 
     @classmethod
@@ -476,19 +487,35 @@ class Detectors:
             & (np.abs(tmean - 0.5) <= cfg.coin_band)
             & (tlo <= 0)  # no significant rise: the rewards are not teaching anything
         )
-        coin_level = coin & (np.abs(probe_level - 0.5) <= cfg.coin_band)
+        # A learner crossing a half looks like a coin flip for a while; the verdict needs the
+        # probe halves to show not even weak evidence of a rise (one-sided, coin_alpha).
+        weak_rise = z > stats.norm.ppf(cfg.coin_alpha)
+        coin_level = coin & (np.abs(probe_level - 0.5) <= cfg.coin_band) & ~weak_rise
+        probes = curves.since_reset
         cond = (
             new
-            & (curves.since_reset >= cfg.min_probes)
             & np.isfinite(slope)
             & ~progressing
-            & ((level_ub <= cfg.chance_margin) | coin_level)
+            & (
+                ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin))
+                | ((probes >= cfg.coin_min_probes) & coin_level)
+            )
         )
         self._confirm = np.where(new, np.where(cond, self._confirm + 1, 0), self._confirm)
-        fire = cond & (self._confirm >= cfg.confirm) & ~self._quarantined
+        coin_confirmed = coin_level & (self._confirm >= cfg.coin_confirm)
+        confirmed = (self._confirm >= cfg.confirm) | coin_confirmed
+        fire = cond & confirmed & ~self._quarantined
         # Release needs progress that has also carried the level credibly off chance, so a
         # lucky run of a flat family does not flip it in and out of quarantine.
-        lifted = self._quarantined & progressing & (level_lb > cfg.chance_margin)
+        # A coin flip reads well above chance by nature: it must also rise credibly into the
+        # upper half of its band, or lucky runs of rounds would release it (windows overlap).
+        off_coin = lb > 0.5 + cfg.coin_band / 2
+        lifted = (
+            self._quarantined
+            & progressing
+            & (level_lb > cfg.chance_margin)
+            & (~self._coin | off_coin)
+        )
         self._release = np.where(new, np.where(lifted, self._release + 1, 0), self._release)
         released = self._quarantined & new & (self._release >= cfg.confirm)
         events = self._events(
@@ -510,6 +537,7 @@ class Detectors:
              "level_lower": level_lb},
         )  # fmt: skip
         self._quarantined = (self._quarantined & ~released) | fire
+        self._coin = (self._coin & ~released) | (fire & coin)
         self._confirm = np.where(released, 0, self._confirm)
         self._release = np.where(released, 0, self._release)
         return events
@@ -529,8 +557,11 @@ class Detectors:
         span = self._train.span()
         train_change = ts * span
         probe_change_high = hi * span
+        # A quarantined family is already held to the floor and drawn so rarely that its
+        # training pass rate is stale; a second verdict on that evidence would be noise.
         eligible = (
             fresh
+            & ~self._quarantined
             & (self._train.fresh >= cfg.min_points)
             & (curves.since_reset >= max(cfg.min_points, self.config.min_points))
             & np.isfinite(hi)
@@ -565,7 +596,7 @@ class Detectors:
     _ARRAYS = (
         "_seen_count", "_seen_resets", "_seen_train", "_best_fast", "_best_slow", "_prev_slow",
         "_below", "_alarm_ref", "_ph_mean", "_ph_count", "_ph_m", "_ph_max", "_confirm", "_release",
-        "_hack_count", "_regressing", "_plateaued", "_quarantined", "_hacking",
+        "_hack_count", "_regressing", "_plateaued", "_quarantined", "_coin", "_hacking",
     )  # fmt: skip
 
     def state_dict(self) -> dict[str, Any]:
@@ -587,6 +618,8 @@ class Detectors:
             )
         train = _Ring(self.n_families, self.config.hacking.window)
         train.load_state_dict(state["train"], "Detectors state.train")
+        if "coin" not in state:  # saved before coin-flip quarantines were told apart
+            state = {**state, "coin": np.zeros(self.n_families, dtype=bool)}
         loaded = checked_arrays(self, self._ARRAYS, state, "Detectors")
         self._train = train
         for name, arr in loaded.items():
