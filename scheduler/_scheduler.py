@@ -19,6 +19,7 @@ from domains import Catalog
 from policies import (
     ArmView,
     Policy,
+    TierChanges,
     TierConfig,
     TierController,
     make_policy,
@@ -55,7 +56,7 @@ class SchedulerConfig:
 
     ema_fast: float = 0.1
     ema_slow: float = 0.02
-    exploration_floor: float = 0.05  # uniform share mixed into the family distribution
+    exploration_floor: float = 0.5  # uniform share mixed into the family distribution
     temperature: float = 1.0
     weights_every: int = 1  # recompute the policy's weights at most every k steps
     tiers: TierConfig = field(default_factory=TierConfig)
@@ -269,7 +270,35 @@ class Scheduler:
         if caps.sum() < 1.0:
             log.warning("family caps sum to %.3f < 1; relaxing them evenly", caps.sum())
             caps = _fill_to_one(caps, open_.astype(np.float64))
-        return caps
+        return self._cap_flagged(caps)
+
+    def _cap_flagged(self, caps: FloatArray) -> FloatArray:
+        """Hold quarantined and mastered families to a small share (``unlearnable.floor``,
+        ``tiers.mastered_weight``, in uniform shares) inside the projection.
+
+        A cap, not a multiplier: a coin flip that a policy mistakes for progress is held to
+        the floor however large its weight, and mass that quotas push around goes to the
+        families that can still learn. Where a domain's min_share cannot be met otherwise
+        (all its families flagged), its flagged caps are raised evenly until it can.
+        """
+        cat = self.catalog
+        n = cat.n_families
+        flag_cap = np.full(n, np.inf)
+        flag_cap[self.tiers.mastered] = self.config.tiers.mastered_weight / n
+        flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
+        flagged = np.isfinite(flag_cap) & (caps > 0)
+        if not flagged.any():
+            return caps
+        capped = np.where(flagged, np.minimum(caps, flag_cap), caps)
+        dom = cat.domain_of_family
+        free = np.bincount(dom, weights=np.where(flagged, 0.0, capped), minlength=cat.n_domains)
+        held = np.bincount(dom, weights=np.where(flagged, capped, 0.0), minlength=cat.n_domains)
+        need = cat.domain_min_share * 1.001 - free  # what the flagged ones must hold
+        scale = np.where(need > held, need / np.maximum(held, 1e-300), 1.0)[dom]
+        result: FloatArray = np.where(flagged, np.minimum(caps, capped * scale), capped)
+        if result.sum() < 1.0:  # everything flagged: relax evenly rather than starve
+            result = _fill_to_one(result, caps)
+        return result
 
     def _invalidate(self) -> None:
         if self.config.weights_every <= 1:
@@ -535,6 +564,13 @@ class Scheduler:
         reward01 = (reward[counted] - cat.reward_low[family]) / span
         touched = self.stats.update(step, a, success[counted], reward01, process[counted])
         changes = self.tiers.observe(step, family, cat.tier_of_arm[a], success[counted])
+        self._tier_events(step, changes)
+        self.policy.observe(self.view(), self.policy_state, touched)
+        self._invalidate()
+
+    def _tier_events(self, step: int, changes: TierChanges) -> None:
+        """One event per promotion or demotion, with the evidence behind it."""
+        cat = self.catalog
         for i in range(changes.family.shape[0]):  # only families whose tier changed
             f = int(changes.family[i])
             kind = "tier_promoted" if changes.new_tier[i] > changes.old_tier[i] else "tier_demoted"
@@ -553,8 +589,6 @@ class Scheduler:
                     },
                 )
             )
-        self.policy.observe(self.view(), self.policy_state, touched)
-        self._invalidate()
 
     def _learn_cost(self, step: int, family: IntArray, cost: FloatArray) -> None:
         """EMA of seconds per episode (every status: a timeout costs compute too), and an
@@ -662,6 +696,7 @@ class Scheduler:
         self.stats.probe_n[arm] = nn
         self.stats.probe_step[arm] = at
         self.curves.record(fam, sc, nn, steps, tiers=tr)
+        self._tier_events(at, self.tiers.observe_probes(at, fam, tr, sc, nn))
         # The training pass rate of the same arm, beside the probe: the hacking detector
         # compares the two curves.
         trained = self.stats.count[arm] > 0

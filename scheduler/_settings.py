@@ -31,9 +31,14 @@ class TierSettings(BaseModel):
     min_samples: int = Field(24, ge=1)
     confidence: float = Field(0.9, gt=0, lt=1)
     cooldown_steps: int = Field(5, ge=0)
-    adjacent_share: float = Field(0.1, ge=0, le=1)
+    adjacent_share: float = Field(0.0, ge=0, le=1)
+    adjacent_down: float = Field(0.5, ge=0, le=1)  # part of adjacent draws one tier down
+    review_share: float = Field(0.0, ge=0, le=1)  # draws sent to any tier below the current
     start_tier: int = Field(0, ge=0)
     window: int = Field(128, ge=1)
+    probe_evidence: bool = True  # held-out probes at the current tier count as trials
+    mastered_at: float = Field(0.85, gt=0, le=1)  # top tier, lower bound above this: mastered
+    mastered_weight: float = Field(0.05, ge=0, le=1)  # a mastered family's cap, uniform shares
 
 
 class Settings(BaseSettings):
@@ -52,7 +57,7 @@ class Settings(BaseSettings):
     batch_size: int = Field(256, ge=1)
     ema_fast: float = Field(0.1, gt=0, le=1)
     ema_slow: float = Field(0.02, gt=0, le=1)
-    exploration_floor: float = Field(0.05, ge=0, le=1)
+    exploration_floor: float = Field(0.5, ge=0, le=1)
     temperature: float = Field(1.0, gt=0)
     weights_every: int = Field(1, ge=1)
     tiers: TierSettings = Field(default_factory=TierSettings)

@@ -178,8 +178,10 @@ def test_quotas_hold_over_many_draws() -> None:
 
 def test_tiers_move_up_then_down_with_events() -> None:
     cat = _catalog()
-    config = SchedulerConfig(tiers=TierConfig(min_samples=10, cooldown_steps=0))
-    sched = Scheduler(cat, "uniform", config=config)
+    # A mastered cap of one uniform share does not bind under `uniform`: every family keeps
+    # being drawn, so all of them see the collapse (the cap itself is tested below).
+    tiers = TierConfig(min_samples=10, cooldown_steps=0, mastered_weight=1.0)
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=tiers))
     for _ in range(30):
         batch = sched.next_batch(128)
         sched.report(batch, rewards=np.ones(128), success=np.ones(128))
@@ -250,3 +252,51 @@ def test_weights_are_a_distribution_within_quotas(
     assert (w.family >= 0).all()
     assert (w.domain >= min_share - 1e-9).all() and (w.domain <= max_share + 1e-9).all()
     np.testing.assert_allclose(w.domain, np.bincount(cat.domain_of_family, w.family))
+
+
+def _master(sched: Scheduler, families: list[int], steps: int = 20) -> None:
+    """Report perfect outcomes for these families' draws (and failures elsewhere)."""
+    for _ in range(steps):
+        batch = sched.next_batch(64)
+        ok = np.isin(batch.family, families).astype(float)
+        sched.report(batch, rewards=ok, success=ok)
+
+
+def test_a_mastered_family_keeps_only_a_floor_share_however_large_its_weight() -> None:
+    cat = Catalog.synthetic(2, 4, 1)
+    object.__setattr__(cat, "family_weight", np.where(np.arange(8) == 0, 100.0, 1.0))
+    sched = Scheduler(cat, "static", config=SchedulerConfig(exploration_floor=0.0))
+    assert sched.weights().family[0] > 0.9
+    _master(sched, [0])
+    assert sched.tiers.mastered.tolist() == [True] + [False] * 7
+    cap = sched.config.tiers.mastered_weight / cat.n_families
+    assert sched.weights().family[0] == pytest.approx(cap)
+    drawn = np.concatenate([sched.next_batch(1000).family for _ in range(20)])
+    assert (drawn == 0).mean() == pytest.approx(cap, abs=0.002)
+
+
+def test_a_domain_min_share_still_lifts_its_flagged_families() -> None:
+    cat = Catalog.synthetic(2, 2, 1, min_share=0.3)
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(exploration_floor=0.0))
+    _master(sched, [0, 1], steps=40)  # all of domain 0 is mastered
+    assert sched.tiers.mastered.tolist() == [True, True, False, False]
+    w = sched.weights()
+    assert w.domain[0] == pytest.approx(0.3, abs=1e-3)  # the quota holds ...
+    assert w.family[0] == pytest.approx(w.family[1])  # ... spread evenly over the flagged
+    assert not any(e.kind == "quota_unreachable" for e in sched.drain_events())
+
+
+def test_probe_rounds_promote_a_family_it_never_trains_on() -> None:
+    cat = _catalog()
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=TierConfig(cooldown_steps=0)))
+    fams = np.arange(cat.n_families)
+    for _ in range(cat.n_tiers.max()):
+        sched.record_probes(
+            fams,
+            np.ones(cat.n_families),
+            tiers=sched.tiers.tier.copy(),
+            n=np.full(cat.n_families, 32),
+        )
+    assert (sched.tiers.tier == cat.n_tiers - 1).all() and sched.stats.count.sum() == 0
+    kinds = [e.kind for e in sched.drain_events()]
+    assert kinds.count("tier_promoted") == int((cat.n_tiers - 1).sum())
