@@ -104,7 +104,7 @@ class Runner(Protocol):
 # --------------------------------------------------------------------------- our scheduler
 class OurRunner:
     """The Scheduler driven exactly like ``SimulationRun``: report, then probe every family
-    at its current tier every ``probe_every`` steps."""
+    at its current tier every ``probe_every`` steps, and one tier it has left (retention)."""
 
     def __init__(self, sched: Scheduler, learner: SimulatedLearner) -> None:
         self.sched = sched
@@ -121,6 +121,10 @@ class OurRunner:
         tiers = self.sched.tiers.tier.copy()
         scores, n = self.learner.probe_many(self.families, tiers)
         self.sched.record_probes(self.families, scores, tiers=tiers, n=n)
+        families, left = self.sched.retention_targets()  # one tier each family has left
+        if families.size:
+            scores, n = self.learner.probe_many(families, left)
+            self.sched.record_probes(families, scores, tiers=left, n=n)
 
 
 # --------------------------------------------------------------------------- fixed mix

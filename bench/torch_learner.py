@@ -380,7 +380,7 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
         success, process = learner.train(fam, tier)
         if sched is not None:
             sched.report(batch, rewards=success, success=success, process=process)
-            if step % setup.probe_every == 0:  # one tier per family: the current one
+            if step % setup.probe_every == 0:  # the current tier of every family ...
                 tiers = sched.tiers.tier.copy()
                 sched.record_probes(
                     families,
@@ -388,6 +388,16 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
                     tiers=tiers,
                     n=np.full(n_fam, setup.probe_items),
                 )
+                left_families, left = sched.retention_targets()  # ... and one it has left
+                if left_families.size:
+                    asked = tiers.copy()
+                    asked[left_families] = left
+                    sched.record_probes(
+                        left_families,
+                        learner.probe(asked)[left_families],
+                        tiers=left,
+                        n=np.full(left_families.size, setup.probe_items),
+                    )
         if step % setup.eval_every == 0:
             acc = learner.accuracy()
             curve_steps.append(step)

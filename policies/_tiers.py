@@ -31,7 +31,8 @@ class TierConfig:
     cooldown_steps: int = 5
     adjacent_share: float = 0.0  # share of draws taken from the tiers just below and above
     adjacent_down: float = 0.5  # the part of that share drawn one tier down (the rest: up)
-    review_share: float = 0.0  # share of draws sent to any tier below the current one
+    review_share: float = 0.5  # share of a family's draws sent to a left tier under review
+    retain_at: float = 0.9  # a left tier whose probe (normalised) reads under this is reviewed
     start_tier: int = 0
     window: int = 128  # counts at a tier are scaled down past this, so old results fade out
     probe_evidence: bool = True  # held-out probes at the current tier count as trials too
@@ -44,10 +45,10 @@ class TierConfig:
                 f"tiers: need 0 <= demote_at < promote_at <= 1, got {self.demote_at}, "
                 f"{self.promote_at}"
             )
-        shares = (self.adjacent_share, self.adjacent_down, self.review_share)
+        shares = (self.adjacent_share, self.adjacent_down, self.review_share, self.retain_at)
         if not all(0.0 <= x <= 1.0 for x in shares):
             raise ValueError(
-                "tiers: adjacent_share, adjacent_down and review_share must be in [0, 1], "
+                "tiers: adjacent_share, adjacent_down, review_share, retain_at must be in [0, 1], "
                 f"got {shares}"
             )
         if self.window < self.min_samples:
@@ -179,9 +180,13 @@ class TierController:
             result[idx] = (low - chance) / (1.0 - chance) >= cfg.mastered_at
         return result
 
-    def draw(self, family: IntArray, rng: np.random.Generator) -> IntArray:
+    def draw(
+        self, family: IntArray, rng: np.random.Generator, review: IntArray | None = None
+    ) -> IntArray:
         """The tier of each drawn task: the family's tier, an adjacent one for a share, and
-        any lower tier for the review share (so tiers left behind are not forgotten)."""
+        for ``review_share`` of the draws the tier ``review[family]`` (when >= 0): a tier the
+        family has left that a probe reads under ``retain_at`` (forgotten, or never
+        consolidated), so what it learned there is rebuilt."""
         base = self.tier[family]
         cfg = self.config
         tier = base.copy()
@@ -191,12 +196,10 @@ class TierController:
             shift = np.where(u < down, -1, np.where(u < cfg.adjacent_share, 1, 0))
             top = self._catalog.n_tiers[family] - 1
             tier = np.clip(base + shift, 0, top)
-        if cfg.review_share > 0:
+        if review is not None and cfg.review_share > 0:
+            target = review[family]
             u = rng.random(family.shape[0])
-            review = (u < cfg.review_share) & (base > 0)
-            # u / review_share is uniform in [0, 1) on the reviewed draws: reuse it.
-            lower = np.floor(u / cfg.review_share * base).astype(np.int64)
-            tier = np.where(review, lower, tier)
+            tier = np.where((u < cfg.review_share) & (target >= 0), target, tier)
         return tier
 
     def set_tier(self, family: IntArray, tier: IntArray, step: int) -> None:

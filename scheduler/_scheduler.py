@@ -284,7 +284,7 @@ class Scheduler:
         cat = self.catalog
         n = cat.n_families
         flag_cap = np.full(n, np.inf)
-        flag_cap[self.tiers.mastered] = self.config.tiers.mastered_weight / n
+        flag_cap[self.mastered] = self.config.tiers.mastered_weight / n
         flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
@@ -331,7 +331,8 @@ class Scheduler:
         fresh = n - retry_arm.shape[0]
         family = np.searchsorted(self._cdf, self.rng.random(fresh), side="right").astype(np.int64)
         np.minimum(family, cat.n_families - 1, out=family)
-        tier = self.tiers.draw(family, self.rng)
+        review = self.review_tier if self.config.tiers.review_share > 0 else None
+        tier = self.tiers.draw(family, self.rng, review=review)
         arm = cat.arm_start[family] + tier
         position = self.cursor[arm] + occurrence_rank(arm)
         size = cat.pool_size[arm]
@@ -691,10 +692,17 @@ class Scheduler:
         arm = cat.arm_start[fam] + tr
         # By default a probe belongs to the latest batch's step (it ran after that report).
         at = max(self.step - 1, 0) if step is None else int(step)
-        steps = np.full(fam.shape[0], at, dtype=np.int64)
         self.stats.probe_score[arm] = sc
         self.stats.probe_n[arm] = nn
         self.stats.probe_step[arm] = at
+        # A probe of a tier the family has left checks retention: it is kept per arm (it
+        # steers review draws), not on the family's curve, whose points are its current tier.
+        left = tr < self.tiers.tier[fam]
+        if left.all():
+            self._invalidate()
+            return
+        fam, sc, nn, tr, arm = fam[~left], sc[~left], nn[~left], tr[~left], arm[~left]
+        steps = np.full(fam.shape[0], at, dtype=np.int64)
         self.curves.record(fam, sc, nn, steps, tiers=tr)
         self._tier_events(at, self.tiers.observe_probes(at, fam, tr, sc, nn))
         # The training pass rate of the same arm, beside the probe: the hacking detector
@@ -706,6 +714,55 @@ class Scheduler:
         self._events += self.detectors.update(at, self.curves)
         self._refresh_gates()
         self._invalidate()
+
+    def retention_targets(self) -> tuple[IntArray, IntArray]:
+        """(families, tiers) worth probing besides the current tiers: one tier each family has
+        left, one under review first (see ``review_tier``), else the longest unprobed.
+
+        Probing them is how the scheduler notices that training on a higher tier lost (or
+        never consolidated) a lower one, which then gets ``tiers.review_share`` of the
+        family's draws until it reads ``tiers.retain_at`` again."""
+        cat = self.catalog
+        below = cat.tier_of_arm < self.tiers.tier[cat.family_of_arm]
+        if not below.any():
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        arm = np.flatnonzero(below)
+        unretained = self._unretained_arms()[arm]
+        # Order within each family: under review first, then least recently probed.
+        order = np.lexsort((self.stats.probe_step[arm], ~unretained, cat.family_of_arm[arm]))
+        arm = arm[order]
+        _, first = np.unique(cat.family_of_arm[arm], return_index=True)
+        chosen = arm[first]
+        return cat.family_of_arm[chosen].copy(), cat.tier_of_arm[chosen].copy()
+
+    def _unretained_arms(self) -> npt.NDArray[np.bool_]:
+        """bool [n_arms]: below the family's current tier, probed since, and the latest probe
+        (chance-normalised) under ``tiers.retain_at``."""
+        cat = self.catalog
+        below = cat.tier_of_arm < self.tiers.tier[cat.family_of_arm]
+        chance = cat.chance_success[cat.family_of_arm]
+        score = (np.nan_to_num(self.stats.probe_score, nan=1.0) - chance) / (1.0 - chance)
+        left_at = self.tiers.last_change[cat.family_of_arm]
+        return below & (self.stats.probe_step >= left_at) & (score < self.config.tiers.retain_at)
+
+    @property
+    def mastered(self) -> npt.NDArray[np.bool_]:
+        """bool [n_families]: the top tier mastered (``TierController.mastered``) and no tier
+        left behind under review; such a family keeps only ``tiers.mastered_weight``."""
+        result: npt.NDArray[np.bool_] = self.tiers.mastered & (self.review_tier < 0)
+        return result
+
+    @property
+    def review_tier(self) -> IntArray:
+        """int64 [n_families]: the lowest tier a family has left whose latest probe reads under
+        ``tiers.retain_at`` (forgotten, or never consolidated); -1 where none. Review draws
+        go there."""
+        cat = self.catalog
+        tier = np.where(self._unretained_arms(), cat.tier_of_arm, np.iinfo(np.int64).max)
+        lowest = np.minimum.reduceat(tier, cat.arm_start[:-1])
+        result: IntArray = np.where(lowest == np.iinfo(np.int64).max, -1, lowest)
+        return result
 
     def probe_snapshot(self) -> ProbeSnapshot:
         """What a ProbeRunner needs to choose the next families to probe (copied now)."""

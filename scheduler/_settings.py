@@ -33,7 +33,8 @@ class TierSettings(BaseModel):
     cooldown_steps: int = Field(5, ge=0)
     adjacent_share: float = Field(0.0, ge=0, le=1)
     adjacent_down: float = Field(0.5, ge=0, le=1)  # part of adjacent draws one tier down
-    review_share: float = Field(0.0, ge=0, le=1)  # draws sent to any tier below the current
+    review_share: float = Field(0.5, ge=0, le=1)  # draws sent to a left tier under review
+    retain_at: float = Field(0.9, ge=0, le=1)  # a left tier probing under this is reviewed
     start_tier: int = Field(0, ge=0)
     window: int = Field(128, ge=1)
     probe_evidence: bool = True  # held-out probes at the current tier count as trials

@@ -107,11 +107,18 @@ class SimulationRun:
         return batch, out, probes
 
     def probe(self) -> ProbeRound:
-        """Probe every family at its current tier and record the curve point."""
+        """Probe every family at its current tier (and one tier it has left), record the
+        curve point."""
         families = np.arange(self.catalog.n_families)
         tiers = self.scheduler.tiers.tier.copy()
         scores, n = self.learner.probe_many(families, tiers)
         self.scheduler.record_probes(families, scores, tiers=tiers, n=n)
+        # Retention: one tier each family has left, so a forgotten one gets review draws.
+        # These steer the scheduler only; the recorded curve stays at the current tiers.
+        left_families, left = self.scheduler.retention_targets()
+        if left_families.size:
+            kept, kept_n = self.learner.probe_many(left_families, left)
+            self.scheduler.record_probes(left_families, kept, tiers=left, n=kept_n)
         self.curve_steps.append(self.scheduler.step)
         self.curve.append(float(self.score().mean()))
         return ProbeRound(families=families, tiers=tiers, scores=scores, n=n)

@@ -229,11 +229,14 @@ def test_adjacent_draws_can_look_only_upward() -> None:
     assert share[0] == 0.0 and share[2] == pytest.approx(0.2, abs=0.01)
 
 
-def test_review_draws_cover_every_tier_below_the_current_one() -> None:
+def test_review_draws_go_to_the_forgotten_tier() -> None:
     cat = Catalog.synthetic(1, 2, 4)
     ctl = TierController(cat, TierConfig(review_share=0.3))
-    ctl.set_tier(np.array([0, 1]), np.array([3, 0]), step=0)
+    ctl.set_tier(np.array([0, 1]), np.array([3, 2]), step=0)
     rng = np.random.default_rng(0)
-    top = np.bincount(ctl.draw(np.zeros(30_000, dtype=np.int64), rng), minlength=4) / 30_000
-    np.testing.assert_allclose(top, [0.1, 0.1, 0.1, 0.7], atol=0.01)
-    assert (ctl.draw(np.ones(1000, dtype=np.int64), rng) == 0).all()  # nothing below tier 0
+    review = np.array([1, -1])  # family 0 forgot tier 1; family 1 forgot nothing
+    tiers = ctl.draw(np.zeros(30_000, dtype=np.int64), rng, review=review)
+    np.testing.assert_allclose(
+        np.bincount(tiers, minlength=4) / 30_000, [0, 0.3, 0, 0.7], atol=0.01
+    )
+    assert (ctl.draw(np.ones(1000, dtype=np.int64), rng, review=review) == 2).all()

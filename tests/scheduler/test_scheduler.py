@@ -300,3 +300,32 @@ def test_probe_rounds_promote_a_family_it_never_trains_on() -> None:
     assert (sched.tiers.tier == cat.n_tiers - 1).all() and sched.stats.count.sum() == 0
     kinds = [e.kind for e in sched.drain_events()]
     assert kinds.count("tier_promoted") == int((cat.n_tiers - 1).sum())
+
+
+def test_a_review_tier_is_probed_first_and_gets_review_draws() -> None:
+    cat = Catalog.synthetic(1, 2, 4)
+    tiers = TierConfig(cooldown_steps=0, review_share=0.25, retain_at=0.6)
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=tiers))
+    fams = np.arange(2)
+    for _ in range(4):  # probes alone take both families to the top tier, and pass it
+        sched.record_probes(fams, [1.0, 1.0], tiers=sched.tiers.tier.copy(), n=[32, 32])
+    assert sched.tiers.tier.tolist() == [3, 3] and sched.mastered.all()
+    assert (sched.review_tier == -1).all()
+    # Nothing probed since the families left tiers 0-2: the stalest left tier first.
+    families, left = sched.retention_targets()
+    assert families.tolist() == [0, 1] and left.tolist() == [0, 0]
+    points = sched.curves.count.copy()
+    sched.record_probes([0, 1], [0.2, 0.95], tiers=[1, 1], n=[32, 32])  # 0 forgot tier 1
+    assert sched.review_tier.tolist() == [1, -1]
+    # A family that forgot a tier is not "mastered", whatever its top tier says.
+    assert sched.tiers.mastered.tolist() == [True, True]
+    assert sched.mastered.tolist() == [False, True]
+    # Retention probes stay off the families' curves and do not move their tiers.
+    assert sched.tiers.tier.tolist() == [3, 3]
+    np.testing.assert_array_equal(sched.curves.count, points)
+    families, left = sched.retention_targets()
+    assert left.tolist() == [1, 0]  # family 0's forgotten tier is re-checked first
+    drawn = sched.next_batch(20_000)
+    share = np.bincount(drawn.tier[drawn.family == 0], minlength=4) / (drawn.family == 0).sum()
+    np.testing.assert_allclose(share, [0, 0.25, 0, 0.75], atol=0.02)
+    assert set(drawn.tier[drawn.family == 1].tolist()) == {3}
