@@ -4,6 +4,9 @@ A family is promoted when the lower confidence bound of its chance-normalised pa
 current tier clears ``promote_at``, and demoted when the upper bound falls under
 ``demote_at``; it needs ``min_samples`` episodes at the tier and ``cooldown_steps`` since its
 last change. The gap between the thresholds and the confidence bounds give the hysteresis.
+Held-out probe items at the current tier count as trials (``probe_evidence``); a family at
+its top tier with a confident pass rate is ``mastered``; draws can mix in adjacent tiers and
+send a share to a tier the family has left and forgotten (``review_share``).
 """
 
 from __future__ import annotations
