@@ -104,7 +104,8 @@ class Runner(Protocol):
 # --------------------------------------------------------------------------- our scheduler
 class OurRunner:
     """The Scheduler driven exactly like ``SimulationRun``: report, then probe every family
-    at its current tier every ``probe_every`` steps, and one tier it has left (retention)."""
+    at its current tier every ``probe_every`` steps, again where a probe promoted it
+    (placement), and one tier it has left (retention)."""
 
     def __init__(self, sched: Scheduler, learner: SimulatedLearner) -> None:
         self.sched = sched
@@ -121,10 +122,16 @@ class OurRunner:
         tiers = self.sched.tiers.tier.copy()
         scores, n = self.learner.probe_many(self.families, tiers)
         self.sched.record_probes(self.families, scores, tiers=tiers, n=n)
-        families, left = self.sched.retention_targets()  # one tier each family has left
+        for _ in range(int(self.sched.catalog.n_tiers.max())):  # place promoted families
+            families, placed = self.sched.placement_targets()
+            if not families.size:
+                break
+            scores, n = self.learner.probe_many(families, placed)
+            self.sched.record_probes(families, scores, tiers=placed, n=n)
+        families, left = self.sched.side_targets()  # a tier left behind, a tier above
         if families.size:
             scores, n = self.learner.probe_many(families, left)
-            self.sched.record_probes(families, scores, tiers=left, n=n)
+            self.sched.record_probes(families, scores, tiers=left, n=n, side=True)
 
 
 # --------------------------------------------------------------------------- fixed mix

@@ -120,6 +120,10 @@ class SuiteConfig:
     # first ones of tier t are pinned: a sub-case of the top tier's task, as 2-digit sums are
     # of 4-digit ones (no tier input; a model that masters the top tier masters them all).
     nested: bool = False
+    # True: the scheduler's catalog declares every (family, tier) as a family of one tier,
+    # as docs/manifests.md advises for tiers that are separate skills (the learner and the
+    # score are unchanged; only the scheduler's view of the tasks differs).
+    arms_as_families: bool = False
 
 
 class TaskSuite:
@@ -218,20 +222,29 @@ class FamilyMLP(nn.Module):
 
 
 def make_catalog(suite: TaskSuite) -> Catalog:
-    """One domain per kind, ``n_tiers`` tiers per family, chance level 0.5."""
+    """One domain per kind, ``n_tiers`` tiers per family, chance level 0.5 (or, with
+    ``arms_as_families``, one family of one tier per (family, tier))."""
     cfg = suite.config
+    split = cfg.arms_as_families
+    n_tiers = 1 if split else cfg.n_tiers
+    repeat = cfg.n_tiers if split else 1
+    names = (
+        tuple(f"{name}.t{t}" for name in suite.names for t in range(cfg.n_tiers))
+        if split
+        else suite.names
+    )
     base = Catalog.synthetic(
         n_domains=1,
-        families_per_domain=suite.n_families,
-        n_tiers=cfg.n_tiers,
+        families_per_domain=suite.n_families * repeat,
+        n_tiers=n_tiers,
         pool_size=1_000_000,
         chance_success=0.5,
     )
     return dataclasses.replace(
         base,
         domain_names=KINDS,
-        family_names=suite.names,
-        domain_of_family=suite.kind.numpy().astype(np.int64),
+        family_names=names,
+        domain_of_family=np.repeat(suite.kind.numpy().astype(np.int64), repeat),
         domain_min_share=np.zeros(4),
         domain_max_share=np.ones(4),
         domain_priority=np.ones(4),
@@ -335,6 +348,19 @@ class Learner:
         result: npt.NDArray[np.float64] = hit.mean(1).numpy()
         return result
 
+    def probe_all(self) -> npt.NDArray[np.float64]:
+        """Held-out accuracy of every arm, flattened family-major [F * T] (the scheduler's
+        probes when every arm is a family of its own)."""
+        items = self.setup.probe_items
+        x = self.probe_x.view(self.n_fam, self.n_tiers * items, -1)
+        tier = torch.arange(self.n_tiers).repeat_interleave(items).expand(self.n_fam, -1)
+        with torch.no_grad():
+            hit = self.model.grouped(x, tier).argmax(2) == self.probe_y.view(self.n_fam, -1)
+        result: npt.NDArray[np.float64] = (
+            hit.double().view(self.n_fam, self.n_tiers, items).mean(2).reshape(-1).numpy()
+        )
+        return result
+
     def family_score(self, acc: torch.Tensor) -> torch.Tensor:
         """Chance-normalised accuracy [F] of every family, mean over its tiers."""
         return ((acc - 0.5) / 0.5).clamp(0.0, 1.0).mean(1)
@@ -356,6 +382,7 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
     suite, n_fam, n_tiers = learner.suite, learner.n_fam, learner.n_tiers
     catalog = make_catalog(suite)
     sched = None if runner == BASELINE else _make_scheduler(runner, catalog, seed, setup)
+    split = setup.suite.arms_as_families
     rng = np.random.default_rng(seed)  # the fixed mix's draws
     kind = suite.kind.numpy()
     families = np.arange(n_fam)
@@ -374,13 +401,23 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
         else:
             batch = sched.next_batch(setup.batch_size)
             fam_np, tier_np = batch.family, batch.tier
+            if split:  # a scheduler family is one (family, tier) arm of the learner
+                fam_np, tier_np = np.divmod(batch.family, n_tiers)
         fam, tier = torch.from_numpy(fam_np), torch.from_numpy(tier_np)
         by_kind += np.bincount(kind[fam_np], minlength=len(KINDS))
         wasted += int(((suite.kind[fam] == 2) | (acc[fam, tier] >= MASTERED)).sum())
         success, process = learner.train(fam, tier)
         if sched is not None:
             sched.report(batch, rewards=success, success=success, process=process)
-            if step % setup.probe_every == 0:  # the current tier of every family ...
+            if split and step % setup.probe_every == 0:  # every arm is a family
+                every = np.arange(n_fam * n_tiers)
+                sched.record_probes(
+                    every,
+                    learner.probe_all(),
+                    tiers=np.zeros_like(every),
+                    n=np.full(every.size, setup.probe_items),
+                )
+            elif step % setup.probe_every == 0:  # the current tier of every family ...
                 tiers = sched.tiers.tier.copy()
                 sched.record_probes(
                     families,
@@ -388,16 +425,30 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
                     tiers=tiers,
                     n=np.full(n_fam, setup.probe_items),
                 )
-                left_families, left = sched.retention_targets()  # ... and one it has left
-                if left_families.size:
-                    asked = tiers.copy()
-                    asked[left_families] = left
+                for _ in range(n_tiers):  # ... again where a probe promoted it ...
+                    moved, placed = sched.placement_targets()
+                    if not moved.size:
+                        break
+                    asked = sched.tiers.tier.copy()
                     sched.record_probes(
-                        left_families,
-                        learner.probe(asked)[left_families],
-                        tiers=left,
-                        n=np.full(left_families.size, setup.probe_items),
+                        moved,
+                        learner.probe(asked)[moved],
+                        tiers=placed,
+                        n=np.full(moved.size, setup.probe_items),
                     )
+                # ... and a tier left behind, and the tier above a coin-like one (separately:
+                # one family may be in both)
+                for side_families, side in (sched.retention_targets(), sched.lookahead_targets()):
+                    if side_families.size:
+                        asked = sched.tiers.tier.copy()
+                        asked[side_families] = side
+                        sched.record_probes(
+                            side_families,
+                            learner.probe(asked)[side_families],
+                            tiers=side,
+                            n=np.full(side_families.size, setup.probe_items),
+                            side=True,
+                        )
         if step % setup.eval_every == 0:
             acc = learner.accuracy()
             curve_steps.append(step)
@@ -406,7 +457,7 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
                 reached = step
     episodes = max(int(by_kind.sum()), 1)
     final_tiers: list[float] = []
-    if sched is not None:
+    if sched is not None and not split:
         cur = sched.tiers.tier
         final_tiers = [float(cur[kind == k].mean()) for k in range(len(KINDS))]
     return RunResult(

@@ -124,17 +124,26 @@ class TierController:
         items = n[at_current].astype(np.float64)
         self.trials += np.bincount(fam, weights=items, minlength=n_fam)
         self.successes += np.bincount(fam, weights=score[at_current] * items, minlength=n_fam)
-        return self._decide(step)
+        probed = np.zeros(n_fam, dtype=bool)
+        probed[fam] = True
+        return self._decide(step, probed=probed)
 
-    def _decide(self, step: int) -> TierChanges:
-        """Fade old counts past the window, then promote or demote where the bounds say so."""
+    def _decide(self, step: int, probed: npt.NDArray[np.bool_] | None = None) -> TierChanges:
+        """Fade old counts past the window, then promote or demote where the bounds say so.
+
+        With ``probed`` only those families are decided, and promotions skip the cool-down:
+        it damps noisy training counts, while a held-out probe at the new tier is fresh
+        evidence, so a placement can climb several tiers in one probe round. Demotions
+        always wait for the cool-down (a new tier is hard by design)."""
         cfg = self.config
         full = self.trials > cfg.window
         if full.any():
             scale = cfg.window / self.trials[full]
             self.trials[full] *= scale
             self.successes[full] *= scale
-        ready = (self.trials >= cfg.min_samples) & (step - self.last_change >= cfg.cooldown_steps)
+        cooling = step - self.last_change < cfg.cooldown_steps
+        ready = self.trials >= cfg.min_samples
+        ready &= ~cooling if probed is None else probed
         # A bound can only clear a threshold the point estimate clears: test those alone.
         chance_all = self._catalog.chance_success
         point = (self.successes / np.maximum(self.trials, 1) - chance_all) / (1.0 - chance_all)
@@ -150,7 +159,7 @@ class TierController:
         norm_high = (high - chance) / (1.0 - chance)
         current = self.tier[candidates]
         up = (norm_low >= cfg.promote_at) & (current < self._catalog.n_tiers[candidates] - 1)
-        down = (norm_high <= cfg.demote_at) & (current > 0)
+        down = (norm_high <= cfg.demote_at) & (current > 0) & ~cooling[candidates]
         move = up | down
         changed = candidates[move]
         new_tier = current[move] + np.where(up[move], 1, -1)

@@ -100,6 +100,8 @@ class UnlearnableConfig:
     confirm: int = 3  # consecutive probe rounds meeting the condition
     coin_band: float = 0.15  # training pass rate within 0.5 +- band, with no trend = coin flips
     coin_alpha: float = 0.7  # a rise of the probe halves at this one-sided level blocks it
+    flat_min_probes: int = 4  # coin verdict after this many probes where the next tier up
+    # passes as often as the current one (difficulty makes no difference: a coin flip)
     floor: float = 0.05  # weight_cap of a quarantined family, and its share cap in uniform
     # shares (floor / n_families); it is still sampled a little and probed
 
@@ -117,6 +119,8 @@ class UnlearnableConfig:
         _need(0 <= self.floor <= 1, "unlearnable.floor", "must be in [0, 1]", self.floor)
         _need(0.5 <= self.coin_alpha < 1, "unlearnable.coin_alpha", "must be in [0.5, 1)",
               self.coin_alpha)  # fmt: skip
+        _need(self.flat_min_probes >= 2, "unlearnable.flat_min_probes", "must be >= 2",
+              self.flat_min_probes)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -311,8 +315,19 @@ class Detectors:
         return self._train.step[family, slots].copy(), self._train.value[family, slots].copy()
 
     # Update --------------------------------------------------------------------------------
-    def update(self, step: int, curves: ProbeCurves) -> list[Event]:
-        """Examine each family's newest probe (and training) points; return new events."""
+    def update(
+        self,
+        step: int,
+        curves: ProbeCurves,
+        exempt: BoolArray | None = None,
+        tier_flat: BoolArray | None = None,
+    ) -> list[Event]:
+        """Examine each family's newest probe (and training) points; return new events.
+
+        ``exempt``: families the caller holds to a floor for another reason (the scheduler's
+        mastered ones); no reward-hacking verdict is drawn on their thin training curve.
+        ``tier_flat``: families whose next tier up, probed, passes as often as the current
+        one, both near a half; their coin verdict needs only ``flat_min_probes`` probes."""
         if curves.n_families != self.n_families:
             raise ConfigError(
                 f"Detectors.update: curves have {curves.n_families} families, "
@@ -330,8 +345,10 @@ class Detectors:
         events += self._plateau(step, curves, new, lo, hi)
         # Training slope once for both users; each gates on its own point count.
         train = self._train.slope(2, cfg.alpha)
-        events += self._unlearnable(step, curves, new, slope, lo, hi, train)
-        events += self._reward_hacking(step, curves, new | tnew, slope, lo, hi, train)
+        flat = np.zeros(self.n_families, dtype=bool) if tier_flat is None else tier_flat
+        events += self._unlearnable(step, curves, new, slope, lo, hi, train, flat)
+        held = self._quarantined if exempt is None else self._quarantined | exempt
+        events += self._reward_hacking(step, curves, (new | tnew) & ~held, slope, lo, hi, train)
         self._seen_count = curves.count.copy()
         self._seen_resets = curves.resets.copy()
         self._seen_train = self._train.count.copy()
@@ -461,6 +478,7 @@ class Detectors:
         lo: FloatArray,
         hi: FloatArray,
         train: tuple[FloatArray, FloatArray, FloatArray],
+        tier_flat: BoolArray,
     ) -> list[Event]:
         cfg = self.config.unlearnable
         # The level is the pooled newer half of the window, with a Jeffreys interval, in
@@ -499,6 +517,7 @@ class Detectors:
             & (
                 ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin))
                 | ((probes >= cfg.coin_min_probes) & coin_level)
+                | ((probes >= cfg.flat_min_probes) & coin_level & tier_flat)
             )
         )
         self._confirm = np.where(new, np.where(cond, self._confirm + 1, 0), self._confirm)
@@ -557,11 +576,10 @@ class Detectors:
         span = self._train.span()
         train_change = ts * span
         probe_change_high = hi * span
-        # A quarantined family is already held to the floor and drawn so rarely that its
-        # training pass rate is stale; a second verdict on that evidence would be noise.
+        # ``fresh`` leaves out families held to a floor (quarantined, or exempt by the
+        # caller): drawn so rarely, their training pass rate is stale.
         eligible = (
             fresh
-            & ~self._quarantined
             & (self._train.fresh >= cfg.min_points)
             & (curves.since_reset >= max(cfg.min_points, self.config.min_points))
             & np.isfinite(hi)

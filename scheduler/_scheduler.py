@@ -657,8 +657,13 @@ class Scheduler:
         tiers: npt.ArrayLike | None = None,
         n: npt.ArrayLike | None = None,
         step: int | None = None,
+        side: bool = False,
     ) -> None:
-        """Record many probe points at once (aligned arrays). Validated as a whole."""
+        """Record many probe points at once (aligned arrays). Validated as a whole.
+
+        ``side=True`` for the probes ``side_targets()`` asks for (a tier left behind, the
+        tier above a coin-like one): they are kept per arm, where they steer review draws
+        and the coin-flip check, and stay off the families' probe curves."""
         cat = self.catalog
         fam = np.asarray(families, dtype=np.int64).reshape(-1)
         sc = np.asarray(scores, dtype=np.float64).reshape(-1)
@@ -695,13 +700,9 @@ class Scheduler:
         self.stats.probe_score[arm] = sc
         self.stats.probe_n[arm] = nn
         self.stats.probe_step[arm] = at
-        # A probe of a tier the family has left checks retention: it is kept per arm (it
-        # steers review draws), not on the family's curve, whose points are its current tier.
-        left = tr < self.tiers.tier[fam]
-        if left.all():
+        if side:
             self._invalidate()
             return
-        fam, sc, nn, tr, arm = fam[~left], sc[~left], nn[~left], tr[~left], arm[~left]
         steps = np.full(fam.shape[0], at, dtype=np.int64)
         self.curves.record(fam, sc, nn, steps, tiers=tr)
         self._tier_events(at, self.tiers.observe_probes(at, fam, tr, sc, nn))
@@ -711,9 +712,79 @@ class Scheduler:
         self.detectors.record_training(
             fam[trained], self.stats.success_fast[arm][trained], steps[trained]
         )
-        self._events += self.detectors.update(at, self.curves)
+        # A mastered family's probe already reads at the ceiling, so there is no reward the
+        # probe could miss; the few episodes it is still drawn make a thin, lagging
+        # training curve, which must not read as a hack.
+        self._events += self.detectors.update(
+            at, self.curves, exempt=self.mastered, tier_flat=self.tier_flat
+        )
         self._refresh_gates()
         self._invalidate()
+
+    def placement_targets(self) -> tuple[IntArray, IntArray]:
+        """(families, tiers) that a probe just moved to a tier not probed since: probing
+        them again at once places a family at its level in one round (a mastered family
+        climbs every tier it passes), instead of one tier per round."""
+        cat = self.catalog
+        current = cat.arm_start[:-1] + self.tiers.tier
+        latest = self.stats.probe_step.max()  # the latest probe round
+        moved = (self.tiers.last_change == latest) & (
+            self.stats.probe_step[current] < self.tiers.last_change
+        )
+        families = np.flatnonzero(moved)
+        return families, self.tiers.tier[families].copy()
+
+    def side_targets(self) -> tuple[IntArray, IntArray]:
+        """(families, tiers) to probe besides the current tiers in a probe round: the
+        ``retention_targets`` and the ``lookahead_targets`` (a family may appear twice)."""
+        kept_f, kept_t = self.retention_targets()
+        ahead_f, ahead_t = self.lookahead_targets()
+        return np.concatenate([kept_f, ahead_f]), np.concatenate([kept_t, ahead_t])
+
+    def lookahead_targets(self) -> tuple[IntArray, IntArray]:
+        """(families, tiers): the tier above, for families not quarantined whose latest probe
+        at the current tier passes about half the time (0.5 +- ``unlearnable.coin_band``).
+
+        A harder tier that passes just as often says difficulty makes no difference: the
+        signature of a coin flip, which the detector then needs far fewer rounds to trust
+        than a flat curve alone (see ``tier_flat``)."""
+        cat = self.catalog
+        current = cat.arm_start[:-1] + self.tiers.tier
+        band = self.config.detectors.unlearnable.coin_band
+        score = self.stats.probe_score[current]
+        coin_like = (
+            (self.tiers.tier < cat.n_tiers - 1)
+            & ~self.detectors.quarantined
+            & (np.abs(np.nan_to_num(score, nan=0.0) - 0.5) <= band)
+        )
+        families = np.flatnonzero(coin_like)
+        return families, self.tiers.tier[families] + 1
+
+    @property
+    def tier_flat(self) -> npt.NDArray[np.bool_]:
+        """bool [n_families]: the current tier's and the next tier's latest probes (the latter
+        since the last tier change) both pass about half the time, and the harder one not
+        significantly less often."""
+        cat = self.catalog
+        band = self.config.detectors.unlearnable.coin_band
+        has_up = self.tiers.tier < cat.n_tiers - 1
+        current = cat.arm_start[:-1] + self.tiers.tier
+        up = np.where(has_up, current + 1, current)
+        p_cur, p_up = self.stats.probe_score[current], self.stats.probe_score[up]
+        n_cur = np.maximum(self.stats.probe_n[current], 1)
+        n_up = np.maximum(self.stats.probe_n[up], 1)
+        with np.errstate(invalid="ignore"):
+            pool = (p_cur * n_cur + p_up * n_up) / (n_cur + n_up)
+            se = np.sqrt(np.clip(pool * (1 - pool), 1e-12, None) * (1 / n_cur + 1 / n_up))
+            harder = (p_cur - p_up) / se > 1.645  # one-sided 95 %: the next tier is harder
+        result: npt.NDArray[np.bool_] = (
+            has_up
+            & (self.stats.probe_step[up] >= self.tiers.last_change)
+            & (np.abs(p_cur - 0.5) <= band)
+            & (np.abs(p_up - 0.5) <= band)
+            & ~harder
+        )
+        return result
 
     def retention_targets(self) -> tuple[IntArray, IntArray]:
         """(families, tiers) worth probing besides the current tiers: one tier each family has

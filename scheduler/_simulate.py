@@ -107,21 +107,32 @@ class SimulationRun:
         return batch, out, probes
 
     def probe(self) -> ProbeRound:
-        """Probe every family at its current tier (and one tier it has left), record the
-        curve point."""
+        """Probe every family at its current tier, again where a probe promoted it
+        (placement), then the side targets (a tier left behind, the tier above a coin-like
+        one); record the curve point. The round returned (what the store and the tracker
+        see) holds the current-tier probes, placements included."""
+        sched = self.scheduler
         families = np.arange(self.catalog.n_families)
-        tiers = self.scheduler.tiers.tier.copy()
+        tiers = sched.tiers.tier.copy()
         scores, n = self.learner.probe_many(families, tiers)
-        self.scheduler.record_probes(families, scores, tiers=tiers, n=n)
-        # Retention: one tier each family has left, so a forgotten one gets review draws.
+        sched.record_probes(families, scores, tiers=tiers, n=n)
+        parts = [(families, tiers, scores, n)]
+        for _ in range(int(self.catalog.n_tiers.max())):
+            moved, placed = sched.placement_targets()
+            if not moved.size:
+                break
+            got, got_n = self.learner.probe_many(moved, placed)
+            sched.record_probes(moved, got, tiers=placed, n=got_n)
+            parts.append((moved, placed, got, got_n))
         # These steer the scheduler only; the recorded curve stays at the current tiers.
-        left_families, left = self.scheduler.retention_targets()
-        if left_families.size:
-            kept, kept_n = self.learner.probe_many(left_families, left)
-            self.scheduler.record_probes(left_families, kept, tiers=left, n=kept_n)
-        self.curve_steps.append(self.scheduler.step)
+        side_families, side = sched.side_targets()
+        if side_families.size:
+            kept, kept_n = self.learner.probe_many(side_families, side)
+            sched.record_probes(side_families, kept, tiers=side, n=kept_n, side=True)
+        self.curve_steps.append(sched.step)
         self.curve.append(float(self.score().mean()))
-        return ProbeRound(families=families, tiers=tiers, scores=scores, n=n)
+        fam, tier, score, count = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return ProbeRound(families=fam, tiers=tier, scores=score, n=count)
 
     def extra_metrics(self) -> dict[str, float]:
         """Simulation-only truths for the tracker (a real trainer has no such oracle)."""

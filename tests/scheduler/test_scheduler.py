@@ -15,6 +15,7 @@ from scheduler import (
     ReportError,
     Scheduler,
     SchedulerConfig,
+    UnlearnableConfig,
     dumps_state,
     loads_state,
 )
@@ -315,7 +316,7 @@ def test_a_review_tier_is_probed_first_and_gets_review_draws() -> None:
     families, left = sched.retention_targets()
     assert families.tolist() == [0, 1] and left.tolist() == [0, 0]
     points = sched.curves.count.copy()
-    sched.record_probes([0, 1], [0.2, 0.95], tiers=[1, 1], n=[32, 32])  # 0 forgot tier 1
+    sched.record_probes([0, 1], [0.2, 0.95], tiers=[1, 1], n=[32, 32], side=True)  # 0 forgot 1
     assert sched.review_tier.tolist() == [1, -1]
     # A family that forgot a tier is not "mastered", whatever its top tier says.
     assert sched.tiers.mastered.tolist() == [True, True]
@@ -329,3 +330,58 @@ def test_a_review_tier_is_probed_first_and_gets_review_draws() -> None:
     share = np.bincount(drawn.tier[drawn.family == 0], minlength=4) / (drawn.family == 0).sum()
     np.testing.assert_allclose(share, [0, 0.25, 0, 0.75], atol=0.02)
     assert set(drawn.tier[drawn.family == 1].tolist()) == {3}
+
+
+def test_placement_probes_take_a_mastered_family_to_its_level_in_one_round() -> None:
+    cat = Catalog.synthetic(1, 2, 4)
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=TierConfig(cooldown_steps=5)))
+    level = np.array([3, 1])  # family 0 passes every tier, family 1 only tiers 0 and 1
+    families = np.arange(2)
+    sched.record_probes(families, (sched.tiers.tier <= level) * 1.0, n=[32, 32], step=0)
+    rounds = 0
+    while True:
+        moved, placed = sched.placement_targets()
+        if not moved.size:
+            break
+        rounds += 1
+        sched.record_probes(
+            moved, (placed <= level[moved]) * 1.0, tiers=placed, n=[32] * moved.size, step=0
+        )
+    assert sched.tiers.tier.tolist() == [3, 2] and rounds == 3
+    # Training outcomes still respect the cool-down; only probes place.
+    assert [e.kind for e in sched.drain_events()].count("tier_promoted") == 5
+
+
+def test_a_coin_flip_whose_harder_tier_passes_as_often_is_caught_early() -> None:
+    """Family 0 pays coin flips at every tier; family 1 sits at a half on tier 0 but its
+    tier 1 is hard. The look-ahead probe tells them apart long before a flat curve could."""
+    cat = Catalog.synthetic(1, 2, 3)
+    sched = Scheduler(cat, "uniform", seed=0)
+    rng = np.random.default_rng(12345)  # not the scheduler's stream: seed 0 would mirror it
+    level = {0: [0.5, 0.5, 0.5], 1: [0.5, 0.05, 0.0]}
+
+    def probe(families: np.ndarray, tiers: np.ndarray) -> np.ndarray:
+        p = np.array([level[int(f)][int(t)] for f, t in zip(families, tiers, strict=True)])
+        return rng.binomial(64, p) / 64
+
+    caught = None
+    for r in range(1, 13):
+        for _ in range(5):
+            batch = sched.next_batch(64)
+            ok = (rng.random(64) < 0.5).astype(float)
+            sched.report(batch, rewards=ok, success=ok)
+        fams, tiers = np.arange(2), sched.tiers.tier.copy()
+        sched.record_probes(fams, probe(fams, tiers), tiers=tiers, n=[64, 64])
+        side_f, side_t = sched.lookahead_targets()
+        assert set(side_t.tolist()) <= {1}  # the tier above tier 0
+        if side_f.size:
+            sched.record_probes(
+                side_f, probe(side_f, side_t), tiers=side_t, n=[64] * side_f.size, side=True
+            )
+        if caught is None and sched.detectors.quarantined[0]:
+            caught = r
+    assert sched.tier_flat.tolist() == [True, False]
+    assert caught is not None and caught < UnlearnableConfig().coin_min_probes
+    assert not sched.detectors.quarantined[1]
+    reasons = [e.payload["reason"] for e in sched.drain_events() if e.kind == "quarantined"]
+    assert reasons == ["coin_flip"]
