@@ -134,6 +134,19 @@ class OurRunner:
             self.sched.record_probes(families, scores, tiers=left, n=n, side=True)
 
 
+def batch_of(catalog: Catalog, step: int, arm: IntArray) -> Batch:
+    """A Batch of these arms (variant 0: the simulated learner does not model variants),
+    for the runners that draw arms without a Scheduler."""
+    return Batch(
+        step=step,
+        arm=arm,
+        family=catalog.family_of_arm[arm],
+        tier=catalog.tier_of_arm[arm],
+        variant=np.zeros(arm.shape[0], dtype=np.int64),
+        catalog=catalog,
+    )
+
+
 # --------------------------------------------------------------------------- fixed mix
 class FixedMixRunner:
     """No curriculum: every arm (family x tier) equally likely, every step, whatever happens.
@@ -150,14 +163,7 @@ class FixedMixRunner:
     def next_batch(self, n: int) -> Batch:
         cat = self.catalog
         arm = self.rng.integers(0, cat.n_arms, size=n).astype(np.int64)
-        batch = Batch(
-            step=self.step,
-            arm=arm,
-            family=cat.family_of_arm[arm],
-            tier=cat.tier_of_arm[arm],
-            variant=np.zeros(n, dtype=np.int64),
-            catalog=cat,
-        )
+        batch = batch_of(cat, self.step, arm)
         self.step += 1
         return batch
 
@@ -200,14 +206,7 @@ class OracleRunner:
         total = weight.sum()
         p = weight / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
         arm = self.rng.choice(cat.n_arms, size=n, p=p).astype(np.int64)
-        batch = Batch(
-            step=self.step,
-            arm=arm,
-            family=fam[arm],
-            tier=cat.tier_of_arm[arm],
-            variant=np.zeros(n, dtype=np.int64),
-            catalog=cat,
-        )
+        batch = batch_of(cat, self.step, arm)
         self.step += 1
         return batch
 
@@ -309,14 +308,7 @@ class SyllabusRunner:
             more = [int(self.curriculum.sample(k=1)[0]) for _ in range(n - arm.shape[0])]
             arm = np.concatenate([arm, np.asarray(more, dtype=np.int64)])
         cat = self.catalog
-        batch = Batch(
-            step=self.step,
-            arm=arm,
-            family=cat.family_of_arm[arm],
-            tier=cat.tier_of_arm[arm],
-            variant=np.zeros(n, dtype=np.int64),
-            catalog=cat,
-        )
+        batch = batch_of(cat, self.step, arm)
         self.step += 1
         return batch
 
