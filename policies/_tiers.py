@@ -196,9 +196,10 @@ class TierController:
         self, family: IntArray, rng: np.random.Generator, review: IntArray | None = None
     ) -> IntArray:
         """The tier of each drawn task: the family's tier, an adjacent one for a share, and
-        for ``review_share`` of the draws the tier ``review[family]`` (when >= 0): a tier the
-        family has left that a probe reads under ``retain_at`` (forgotten, or never
-        consolidated), so what it learned there is rebuilt."""
+        for ``review_share`` of the draws (all of them while the top tier is mastered) the
+        tier ``review[family]`` (when >= 0): a tier the family has left that a probe reads
+        under ``retain_at`` (forgotten, or never consolidated), so what it learned there is
+        rebuilt."""
         base = self.tier[family]
         cfg = self.config
         tier = base.copy()
@@ -210,8 +211,11 @@ class TierController:
             tier = np.clip(base + shift, 0, top)
         if review is not None and cfg.review_share > 0:
             target = review[family]
+            # A family whose top tier is already mastered has nothing left to gain there:
+            # all of its draws go to the tier under review.
+            share = np.where(self.mastered[family], 1.0, cfg.review_share)
             u = rng.random(family.shape[0])
-            tier = np.where((u < cfg.review_share) & (target >= 0), target, tier)
+            tier = np.where((u < share) & (target >= 0), target, tier)
         return tier
 
     def set_tier(self, family: IntArray, tier: IntArray, step: int) -> None:

@@ -326,10 +326,16 @@ def test_a_review_tier_is_probed_first_and_gets_review_draws() -> None:
     np.testing.assert_array_equal(sched.curves.count, points)
     families, left = sched.retention_targets()
     assert left.tolist() == [1, 0]  # family 0's forgotten tier is re-checked first
+    # Its top tier is mastered, so nothing is left to gain there: every draw reviews.
+    drawn = sched.next_batch(20_000)
+    assert set(drawn.tier[drawn.family == 0].tolist()) == {1}
+    assert set(drawn.tier[drawn.family == 1].tolist()) == {3}
+    # Once the top tier slips below mastery, review takes review_share of the draws.
+    sched.record_probes([0], [0.5], tiers=[3], n=[200])
+    assert not sched.tiers.mastered[0] and sched.review_tier[0] == 1
     drawn = sched.next_batch(20_000)
     share = np.bincount(drawn.tier[drawn.family == 0], minlength=4) / (drawn.family == 0).sum()
     np.testing.assert_allclose(share, [0, 0.25, 0, 0.75], atol=0.02)
-    assert set(drawn.tier[drawn.family == 1].tolist()) == {3}
 
 
 def test_placement_probes_take_a_mastered_family_to_its_level_in_one_round() -> None:
