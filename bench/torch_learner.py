@@ -48,8 +48,10 @@ batch. Runners, all on the same seeds (same initial weights, same held-out sets)
 * any registered policy named with ``--policies``.
 
 Scheduler runners get, every ``probe_every`` steps, a held-out accuracy of every family at
-its current tier. Success is normalised by the chance level (0.5): the catalog declares it
-and the scheduler rescales by it.
+its current tier, again at once where that promoted it (``placement_targets``), and of the
+side targets (``retention_targets``: a tier left behind; ``lookahead_targets``: the tier
+above a family at a half). Success is normalised by the chance level (0.5): the catalog
+declares it and the scheduler rescales by it.
 
 The score is ground truth no runner sees: the chance-normalised held-out accuracy
 ``clip((acc - 0.5) / 0.5, 0, 1)`` of every learnable (parity, majority) family, averaged over
