@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
+import logging
 import math
 import platform
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,31 @@ def machine() -> str:
 
 class BenchError(CurriculumError):
     """Bad benchmark arguments: names the flag and what would be right."""
+
+
+def policy_options(items: Sequence[str], known: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--option POLICY.FIELD=VALUE`` flags -> ``{policy: {field: value}}``."""
+    options: dict[str, dict[str, Any]] = {}
+    for key, value in parse_assignments("--option", items).items():
+        policy, _, field = key.partition(".")
+        if not field or policy not in known:
+            raise BenchError(f"--option {key}: expected POLICY.FIELD with POLICY in {list(known)}")
+        options.setdefault(policy, {})[field] = value
+    return options
+
+
+def run_main(
+    main: Callable[[argparse.Namespace], int], args: argparse.Namespace, log: logging.Logger
+) -> int:
+    """Set up logging (``-v``), run a benchmark's main, and turn a CurriculumError into one
+    line on stderr and exit code 2."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    log.setLevel(logging.INFO if args.verbose else logging.WARNING)
+    try:
+        return main(args)
+    except CurriculumError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def parse_assignments(flag: str, items: Sequence[str]) -> dict[str, Any]:

@@ -38,7 +38,16 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from _common import BenchError, Stat, emit, markdown_table, parse_assignments, steps_to
+from _common import (
+    BenchError,
+    Stat,
+    emit,
+    markdown_table,
+    parse_assignments,
+    policy_options,
+    run_main,
+    steps_to,
+)
 from pydantic import ValidationError
 
 from domains import Catalog, CurriculumError, load_catalog
@@ -148,22 +157,20 @@ def batch_of(catalog: Catalog, step: int, arm: IntArray) -> Batch:
 
 
 # --------------------------------------------------------------------------- fixed mix
-class FixedMixRunner:
-    """No curriculum: every arm (family x tier) equally likely, every step, whatever happens.
-
-    This is the mix a team trains on without a scheduler (all tasks shuffled together), and
-    the baseline of the issue's "2x uniform" target. The registered ``uniform`` policy is
-    not this: it still runs the scheduler's tier controller, quotas and detectors."""
+class _OpenLoopRunner:
+    """A runner that draws arms from its own distribution and learns nothing from outcomes
+    or probes (the fixed mix, the oracle). Subclasses give ``draw``."""
 
     def __init__(self, catalog: Catalog, seed: int) -> None:
         self.catalog = catalog
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.step = 0
 
+    def draw(self, n: int) -> IntArray:
+        raise NotImplementedError
+
     def next_batch(self, n: int) -> Batch:
-        cat = self.catalog
-        arm = self.rng.integers(0, cat.n_arms, size=n).astype(np.int64)
-        batch = batch_of(cat, self.step, arm)
+        batch = batch_of(self.catalog, self.step, self.draw(n))
         self.step += 1
         return batch
 
@@ -174,8 +181,19 @@ class FixedMixRunner:
         return None
 
 
+class FixedMixRunner(_OpenLoopRunner):
+    """No curriculum: every arm (family x tier) equally likely, every step, whatever happens.
+
+    This is the mix a team trains on without a scheduler (all tasks shuffled together), and
+    the baseline of the issue's "2x uniform" target. The registered ``uniform`` policy is
+    not this: it still runs the scheduler's tier controller, quotas and detectors."""
+
+    def draw(self, n: int) -> IntArray:
+        return self.rng.integers(0, self.catalog.n_arms, size=n).astype(np.int64)
+
+
 # --------------------------------------------------------------------------- oracle
-class OracleRunner:
+class OracleRunner(_OpenLoopRunner):
     """A myopic upper reference that reads the simulator's ground truth (no real scheduler
     can): each arm is weighted by the squared score it would add per episode now, i.e. the
     skill gain ``lr * 4 q (1 - q)`` (gated by the prerequisite) times the slope of the
@@ -184,15 +202,13 @@ class OracleRunner:
     def __init__(self, catalog: Catalog, learner: SimulatedLearner, seed: int) -> None:
         from scipy.special import expit
 
+        super().__init__(catalog, seed)
         self.expit = expit
-        self.catalog = catalog
         self.learner = learner
-        self.rng = np.random.Generator(np.random.PCG64(seed))
-        self.step = 0
         scored = ~np.isin(learner.family_kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
         self.scored = scored.astype(np.float64)
 
-    def next_batch(self, n: int) -> Batch:
+    def draw(self, n: int) -> IntArray:
         cat, sim = self.catalog, self.learner
         k = sim.config.slope_k
         fam = cat.family_of_arm
@@ -205,16 +221,8 @@ class OracleRunner:
         weight = value**2
         total = weight.sum()
         p = weight / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
-        arm = self.rng.choice(cat.n_arms, size=n, p=p).astype(np.int64)
-        batch = batch_of(cat, self.step, arm)
-        self.step += 1
-        return batch
-
-    def report(self, batch: Batch, out: BatchOutcomes) -> None:
-        return None
-
-    def probe_round(self) -> None:
-        return None
+        arm: IntArray = self.rng.choice(cat.n_arms, size=n, p=p).astype(np.int64)
+        return arm
 
 
 # --------------------------------------------------------------------------- Syllabus
@@ -554,14 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--markdown", action="store_true", help="print the markdown table")
     parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    log.setLevel(logging.INFO if args.verbose else logging.WARNING)
-    try:
-        return _main(args)
-    except CurriculumError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_main(_main, parser.parse_args(argv), log)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -576,12 +577,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.steps < 1 or args.batch_size < 1 or args.probe_every < 1:
         raise BenchError("--seeds, --steps, --batch-size and --probe-every must be >= 1")
     known = available_policies()
-    options: dict[str, dict[str, Any]] = {}
-    for key, value in parse_assignments("--option", args.option).items():
-        policy, _, field = key.partition(".")
-        if not field or policy not in known:
-            raise BenchError(f"--option {key}: expected POLICY.FIELD with POLICY in {known}")
-        options.setdefault(policy, {})[field] = value
+    options = policy_options(args.option, known)
     policies = list(args.policies) if args.policies else known
     unknown = sorted(set(policies) - set(known))
     if unknown:

@@ -90,7 +90,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from _common import BenchError, Stat, emit, markdown_table, parse_assignments, steps_to
+from _common import (
+    BenchError,
+    Stat,
+    emit,
+    markdown_table,
+    parse_assignments,
+    policy_options,
+    run_main,
+    steps_to,
+)
 from torch import nn
 
 from domains import Catalog, CurriculumError
@@ -656,14 +665,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    log.setLevel(logging.INFO if args.verbose else logging.WARNING)
-    try:
-        return _main(args)
-    except CurriculumError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_main(_main, parser.parse_args(argv), log)
 
 
 def _setup(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> Setup:
@@ -725,12 +727,7 @@ def _main(args: argparse.Namespace) -> int:
     if unknown:
         raise BenchError(f"--policies: unknown {unknown}; registered: {known}")
     runners = list(dict.fromkeys([BASELINE, "uniform", DEFAULT, *asked]))
-    options: dict[str, dict[str, Any]] = {}
-    for key, value in parse_assignments("--option", args.option).items():
-        policy, _, name = key.partition(".")
-        if not name or policy not in known:
-            raise BenchError(f"--option {key}: expected POLICY.FIELD with POLICY in {known}")
-        options.setdefault(policy, {})[name] = value
+    options = policy_options(args.option, known)
     for name in [r for r in runners if r in known]:
         try:
             make_policy(name, **options.get(name, {}))
