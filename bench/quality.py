@@ -128,19 +128,7 @@ class OurRunner:
         self.sched.report(batch, out)
 
     def probe_round(self) -> None:
-        tiers = self.sched.tiers.tier.copy()
-        scores, n = self.learner.probe_many(self.families, tiers)
-        self.sched.record_probes(self.families, scores, tiers=tiers, n=n)
-        for _ in range(int(self.sched.catalog.n_tiers.max())):  # place promoted families
-            families, placed = self.sched.placement_targets()
-            if not families.size:
-                break
-            scores, n = self.learner.probe_many(families, placed)
-            self.sched.record_probes(families, scores, tiers=placed, n=n)
-        families, left = self.sched.side_targets()  # a tier left behind, a tier above
-        if families.size:
-            scores, n = self.learner.probe_many(families, left)
-            self.sched.record_probes(families, scores, tiers=left, n=n, side=True)
+        self.sched.probe_round(self.learner.probe_many)
 
 
 def batch_of(catalog: Catalog, step: int, arm: IntArray) -> Batch:

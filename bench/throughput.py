@@ -45,6 +45,7 @@ def main() -> None:
     catalogs = {
         "configs/domains (1,040 arms)": load_catalog("configs/domains"),
         "synthetic 30x100x4 (12,000 arms)": Catalog.synthetic(30, 100, 4),
+        "synthetic 30x100x4, separate tiers": Catalog.synthetic(30, 100, 4, tier_mode="separate"),
         "synthetic 100x250x4 (100,000 arms)": Catalog.synthetic(100, 250, 4),
     }
     print("| catalog | policy | weights every | median ms/step | p95 ms/step |")

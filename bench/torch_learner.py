@@ -135,6 +135,17 @@ class SuiteConfig:
     # as docs/manifests.md advises for tiers that are separate skills (the learner and the
     # score are unchanged; only the scheduler's view of the tasks differs).
     arms_as_families: bool = False
+    # How the catalog declares the tiers to the scheduler (the manifest's tier_mode):
+    # "auto" is "separate" for separate rules and "ladder" for nested tiers; "ladder" with
+    # separate rules is the ablation (one current tier, left tiers kept by review draws).
+    tier_mode: str = "auto"
+
+    def declared_tier_mode(self) -> str:
+        if self.tier_mode not in ("auto", "ladder", "separate"):
+            raise ValueError(f"tier_mode must be auto, ladder or separate, got {self.tier_mode!r}")
+        if self.tier_mode != "auto":
+            return self.tier_mode
+        return "ladder" if self.nested else "separate"
 
 
 class TaskSuite:
@@ -250,6 +261,7 @@ def make_catalog(suite: TaskSuite) -> Catalog:
         n_tiers=n_tiers,
         pool_size=1_000_000,
         chance_success=0.5,
+        tier_mode="ladder" if split else cfg.declared_tier_mode(),
     )
     return dataclasses.replace(
         base,
@@ -387,6 +399,18 @@ def _make_scheduler(runner: str, catalog: Catalog, seed: int, setup: Setup) -> S
     return Scheduler(catalog, runner, seed=seed, config=config, **setup.options.get(runner, {}))
 
 
+def _probe_round(sched: Scheduler, table: npt.NDArray[np.float64], setup: Setup) -> None:
+    """One ``Scheduler.probe_round`` read off the held-out accuracy ``table`` [F, T] of every
+    arm (the model does not change within a round, so one forward pass serves it all)."""
+
+    def probe(
+        families: npt.NDArray[np.int64], tiers: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        return table[families, tiers], np.full(families.size, setup.probe_items)
+
+    sched.probe_round(probe)
+
+
 def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
     """Train one model under one runner until the score reaches the target (or max_steps)."""
     learner = Learner(setup, seed)
@@ -396,7 +420,6 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
     split = setup.suite.arms_as_families
     rng = np.random.default_rng(seed)  # the fixed mix's draws
     kind = suite.kind.numpy()
-    families = np.arange(n_fam)
     acc = learner.accuracy()
     curve_steps, curve = [0], [learner.score(acc)]
     reached: int | None = None
@@ -420,46 +443,9 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
         success, process = learner.train(fam, tier)
         if sched is not None:
             sched.report(batch, rewards=success, success=success, process=process)
-            if split and step % setup.probe_every == 0:  # every arm is a family
-                every = np.arange(n_fam * n_tiers)
-                sched.record_probes(
-                    every,
-                    learner.probe_all(),
-                    tiers=np.zeros_like(every),
-                    n=np.full(every.size, setup.probe_items),
-                )
-            elif step % setup.probe_every == 0:  # the current tier of every family ...
-                tiers = sched.tiers.tier.copy()
-                sched.record_probes(
-                    families,
-                    learner.probe(tiers),
-                    tiers=tiers,
-                    n=np.full(n_fam, setup.probe_items),
-                )
-                for _ in range(n_tiers):  # ... again where a probe promoted it ...
-                    moved, placed = sched.placement_targets()
-                    if not moved.size:
-                        break
-                    asked = sched.tiers.tier.copy()
-                    sched.record_probes(
-                        moved,
-                        learner.probe(asked)[moved],
-                        tiers=placed,
-                        n=np.full(moved.size, setup.probe_items),
-                    )
-                # ... and a tier left behind, and the tier above a coin-like one (separately:
-                # one family may be in both)
-                for side_families, side in (sched.retention_targets(), sched.lookahead_targets()):
-                    if side_families.size:
-                        asked = sched.tiers.tier.copy()
-                        asked[side_families] = side
-                        sched.record_probes(
-                            side_families,
-                            learner.probe(asked)[side_families],
-                            tiers=side,
-                            n=np.full(side_families.size, setup.probe_items),
-                            side=True,
-                        )
+            if step % setup.probe_every == 0:  # (split: every arm is a family of one tier)
+                table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
+                _probe_round(sched, table, setup)
         if step % setup.eval_every == 0:
             acc = learner.accuracy()
             curve_steps.append(step)

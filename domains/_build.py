@@ -29,6 +29,7 @@ def build_catalog(manifests: Sequence[LoadedManifest]) -> Catalog:
         domain_names=tuple(d.name for d in domains),
         family_names=tuple(s.name for s in specs),
         tier_names=tuple(s.tier_names for s in specs),
+        tier_separate=np.array([s.tier_mode == "separate" for s in specs], dtype=bool),
         domain_of_family=np.array([domain_index[f.domain] for f in families], dtype=np.int64),
         domain_min_share=np.array([d.min_share for d in domains], dtype=np.float64),
         domain_max_share=np.array([d.max_share for d in domains], dtype=np.float64),

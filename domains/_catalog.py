@@ -62,6 +62,11 @@ class Catalog:
     domain_compute_basis: npt.NDArray[np.bool_] = field(
         default_factory=lambda: np.zeros(0, dtype=bool)  # empty: all on a samples basis
     )
+    # bool [n_families]: the family's tiers are separate skills (tier_mode: separate), all
+    # trained at once, instead of a ladder climbed one current tier at a time
+    tier_separate: npt.NDArray[np.bool_] = field(
+        default_factory=lambda: np.zeros(0, dtype=bool)  # empty: every family a ladder
+    )
 
     # Derived index arrays, filled in __post_init__.
     arm_start: IntArray = field(init=False)  # int64 [n_families + 1]
@@ -86,6 +91,8 @@ class Catalog:
         }
         if self.domain_compute_basis.shape != (len(self.domain_names),):
             derived["domain_compute_basis"] = np.zeros(len(self.domain_names), dtype=bool)
+        if self.tier_separate.shape != (len(self.family_names),):
+            derived["tier_separate"] = np.zeros(len(self.family_names), dtype=bool)
         for name, value in derived.items():
             object.__setattr__(self, name, value)
         for value in vars(self).values():
@@ -155,6 +162,8 @@ class Catalog:
             self.domain_compute_basis,
         ):
             h.update(np.ascontiguousarray(arr).tobytes())
+        if self.tier_separate.any():  # (catalogs of ladders keep their earlier fingerprint)
+            h.update(b"tier_separate" + np.ascontiguousarray(self.tier_separate).tobytes())
         return h.hexdigest()
 
     def summary(self) -> dict[str, Any]:
@@ -181,6 +190,7 @@ class Catalog:
         min_share: float = 0.0,
         max_share: float = 1.0,
         chance_success: float = 0.0,
+        tier_mode: str = "ladder",
     ) -> Catalog:
         """A regular catalog with no manifest behind it: for tests, benchmarks and examples."""
         n_fam = n_domains * families_per_domain
@@ -206,4 +216,5 @@ class Catalog:
             chance_success=np.full(n_fam, chance_success),
             pools=tuple(VariantPool(size=pool_size) for _ in range(n_fam * n_tiers)),
             probe_pools=tuple(VariantPool(size=32) for _ in range(n_fam)),
+            tier_separate=np.full(n_fam, tier_mode == "separate"),
         )

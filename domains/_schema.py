@@ -322,6 +322,14 @@ class FamilySpec(_Strict):
         description="How an episode is verified (the reward's source)."
     )
     tiers: Tiers = Field(1, description="Number of tiers (named t0..tN-1) or a list of names.")
+    tier_mode: Literal["ladder", "separate"] = Field(
+        "ladder",
+        description=(
+            "ladder: one task at rising difficulty; the family trains at one current tier and "
+            "climbs. separate: each tier is a skill of its own; all are trained at once, each "
+            "by its own weight, and the family's probe covers every tier."
+        ),
+    )
     variants: Variants = Field(description="Inline items, {source: f.jsonl} or {count: N}.")
     probe: ProbeSpec | None = Field(None, description="Held-out probe set; none by default.")
     cost_s: Positive = Field(1.0, description="Estimated seconds per episode.")

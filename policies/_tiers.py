@@ -90,7 +90,11 @@ class TierController:
         self.config = config or TierConfig()
         self._catalog = catalog
         top = catalog.n_tiers - 1
-        self.tier: IntArray = np.minimum(self.config.start_tier, top)  # int64 [n_families]
+        # int64 [n_families]; a family whose tiers are separate skills has no ladder to climb:
+        # it stays at tier 0 here and the scheduler spreads its draws over all its tiers
+        self.tier: IntArray = np.where(
+            catalog.tier_separate, 0, np.minimum(self.config.start_tier, top)
+        ).astype(np.int64)
         # float64 [n_families]: (decayed) episodes and successes at the current tier
         self.trials: FloatArray = np.zeros(catalog.n_families)
         self.successes: FloatArray = np.zeros(catalog.n_families)
@@ -142,7 +146,7 @@ class TierController:
             self.trials[full] *= scale
             self.successes[full] *= scale
         cooling = step - self.last_change < cfg.cooldown_steps
-        ready = self.trials >= cfg.min_samples
+        ready = (self.trials >= cfg.min_samples) & ~self._catalog.tier_separate
         ready &= ~cooling if probed is None else probed
         # A bound can only clear a threshold the point estimate clears: test those alone.
         chance_all = self._catalog.chance_success
@@ -183,7 +187,11 @@ class TierController:
         """bool [n_families]: at the top tier with the lower confidence bound of the
         chance-normalised pass rate at or above ``mastered_at`` (after ``min_samples``)."""
         cfg, cat = self.config, self._catalog
-        top = (self.tier == cat.n_tiers - 1) & (self.trials >= cfg.min_samples)
+        top = (
+            (self.tier == cat.n_tiers - 1)
+            & (self.trials >= cfg.min_samples)
+            & ~cat.tier_separate  # (the scheduler judges those arm by arm)
+        )
         result = np.zeros(cat.n_families, dtype=bool)
         idx = np.flatnonzero(top)
         if idx.size:

@@ -21,8 +21,15 @@ from ._figures import (
     weights_heatmap_figure,
 )
 from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
-from ._probes import PriorityWeights, ProbeResults, ProbeRunner, ProbeSnapshot, priority_scores
-from ._recorder import ProbeRound, RecordingConfig, RunRecorder
+from ._probes import (
+    PriorityWeights,
+    ProbeResults,
+    ProbeRound,
+    ProbeRunner,
+    ProbeSnapshot,
+    priority_scores,
+)
+from ._recorder import RecordingConfig, RunRecorder
 from ._retries import RetryQueue
 from ._scheduler import Scheduler, SchedulerConfig, Weights
 from ._serialize import dumps_state, loads_state

@@ -25,7 +25,8 @@ from rich.table import Table
 from domains import load_catalog
 
 from ._batch import Batch
-from ._recorder import ProbeRound, RecordingConfig, RunRecorder
+from ._probes import ProbeRound
+from ._recorder import RecordingConfig, RunRecorder
 from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
 from .backends import BatchOutcomes

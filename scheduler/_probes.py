@@ -44,7 +44,19 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 ProbeFn = Callable[[str, int], float | tuple[float, int]]
+# probe(families, tiers) -> (scores, n): many held-out probes at once, for Scheduler.probe_round
+ProbeMany = Callable[[IntArray, IntArray], tuple[npt.ArrayLike, npt.ArrayLike]]
 _COUNTERS = ("rounds", "submitted", "succeeded", "failed", "timed_out", "skipped", "late")
+
+
+@dataclass(frozen=True, eq=False)
+class ProbeRound:
+    """The probe points recorded at one step."""
+
+    families: IntArray
+    tiers: IntArray
+    scores: FloatArray
+    n: IntArray
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,7 @@ from policies import binomial_interval, policy_params
 
 from ._batch import Batch
 from ._metrics import RunMetrics
+from ._probes import ProbeRound
 from ._scheduler import Scheduler
 from ._serialize import dumps_state, loads_state
 from .backends import BatchOutcomes
@@ -46,16 +47,6 @@ class RecordingConfig:
     detail: bool = True  # log per-domain and per-family metrics at all
     figures_every: int = 500  # steps between figure artifacts (from the store; 0: at close only)
     background_commits: bool = False  # store transactions on a writer thread (GIL: slower here)
-
-
-@dataclass(frozen=True, eq=False)
-class ProbeRound:
-    """The probe points recorded at one step."""
-
-    families: IntArray
-    tiers: IntArray
-    scores: FloatArray
-    n: IntArray
 
 
 class RunRecorder:

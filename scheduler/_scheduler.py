@@ -22,6 +22,7 @@ from policies import (
     TierChanges,
     TierConfig,
     TierController,
+    binomial_interval,
     make_policy,
     policy_params,
     project_quotas_compute,
@@ -34,7 +35,7 @@ from ._curves import ProbeCurves
 from ._detectors import DetectorConfig, Detectors
 from ._errors import ConfigError, ReportError
 from ._events import Event
-from ._probes import ProbeResults, ProbeSnapshot
+from ._probes import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot
 from ._retries import RetryQueue
 from ._state import ArmStats
 from ._variants import occurrence_rank, permuted_index
@@ -84,6 +85,9 @@ class Weights:
     arm: FloatArray  # float64 [n_arms], the policy's normalised raw weights
     family: FloatArray  # float64 [n_families], after smoothing and quota projection
     domain: FloatArray  # float64 [n_domains]
+    # float64 [n_arms]: how a family's draws split over its tiers (sums to 1 per family);
+    # used for families whose tiers are separate skills, uniform for ladders
+    tier: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
 def _fill_to_one(caps: FloatArray, ceiling: FloatArray) -> FloatArray:
@@ -154,6 +158,7 @@ class Scheduler:
         self._events: list[Event] = []
         self._weights: Weights | None = None
         self._cdf: FloatArray | None = None
+        self._tier_cdf: FloatArray | None = None  # float64 [n_arms], family f spans (f, f+1]
         self._weights_step = -(10**9)
         self._reward_span = catalog.reward_high - catalog.reward_low
 
@@ -191,9 +196,13 @@ class Scheduler:
         if self._weights is None or (self.step - self._weights_step) >= self.config.weights_every:
             self._weights = self._compute_weights()
             self._weights_step = self.step
-            cdf = np.cumsum(self._weights.family)
-            self._cdf = cdf / cdf[-1]
+            self._set_cdfs(self._weights)
         return self._weights
+
+    def _set_cdfs(self, weights: Weights) -> None:
+        cdf = np.cumsum(weights.family)
+        self._cdf = cdf / cdf[-1]
+        self._tier_cdf = np.cumsum(weights.tier)
 
     def _compute_weights(self) -> Weights:
         cat = self.catalog
@@ -204,8 +213,9 @@ class Scheduler:
                 "need finite non-negative values of shape [n_arms]"
             )
         current = cat.arm_start[:-1] + self.tiers.tier
+        value, tier = self._separate_tiers(raw)
         family = smooth(
-            raw[current] * cat.family_priority * cat.domain_priority[cat.domain_of_family],
+            value * cat.family_priority * cat.domain_priority[cat.domain_of_family],
             temperature=self.config.temperature,
             floor=self.config.exploration_floor,
         )
@@ -226,7 +236,70 @@ class Scheduler:
             np.bincount(cat.domain_of_family, weights=family, minlength=cat.n_domains),
             dtype=np.float64,
         )
-        return Weights(arm=arm, family=family, domain=domain)
+        return Weights(arm=arm, family=family, domain=domain, tier=tier)
+
+    def _separate_tiers(self, raw: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Each family's value to the policy, and how its draws split over its tiers.
+
+        A ladder family is worth its current arm's weight (the tier controller picks the
+        tier). A family whose tiers are separate skills is worth the summed weight of its
+        arms not yet mastered (``arm_mastered``) over its number of tiers, i.e. what it has
+        left to learn (uniform weights: its share of open arms; measured ×0.55 of the fixed
+        mix's steps against ×0.57 for the mean over open arms on the torch benchmark's
+        separate-rule suite), and its draws go to those arms in proportion to
+        their weights, mixed with ``exploration_floor`` of a uniform share; a mastered arm
+        keeps ``tiers.mastered_weight`` of a uniform share, enough practice for its probe to
+        notice if it is being forgotten (it then counts as open again)."""
+        cat = self.catalog
+        fam = cat.family_of_arm
+        n_tiers = cat.n_tiers.astype(np.float64)
+        value = raw[cat.arm_start[:-1] + self.tiers.tier]
+        tier = 1.0 / n_tiers[fam]
+        if not cat.tier_separate.any():
+            return value, tier
+        separate = cat.tier_separate[fam]
+        done = self.arm_mastered & separate
+        open_ = separate & ~done
+
+        def per_family(x: npt.NDArray[Any]) -> FloatArray:
+            return np.bincount(fam, weights=x, minlength=cat.n_families).astype(np.float64)
+
+        n_open, n_done = per_family(open_), per_family(done)
+        open_raw = per_family(np.where(open_, raw, 0.0))
+        all_done = n_open[fam] == 0
+        value = np.where(
+            cat.tier_separate,
+            np.where(n_open > 0, open_raw / n_tiers, per_family(raw) / n_tiers),
+            value,
+        )
+        floor = self.config.exploration_floor
+        by_weight = np.where(
+            open_raw[fam] > 0,
+            raw / np.maximum(open_raw[fam], 1e-300),
+            1.0 / np.maximum(n_open[fam], 1),
+        )
+        open_share = (1.0 - floor) * by_weight + floor / np.maximum(n_open[fam], 1)
+        kept = np.minimum(self.config.tiers.mastered_weight / n_tiers[fam], 1.0)
+        done_total = kept * n_done[fam]  # what the family's mastered arms keep in all
+        sep_tier = np.where(
+            all_done, 1.0 / n_tiers[fam], np.where(done, kept, open_share * (1.0 - done_total))
+        )
+        tier = np.where(separate, sep_tier, tier)
+        return value, tier
+
+    @property
+    def arm_mastered(self) -> npt.NDArray[np.bool_]:
+        """bool [n_arms]: the arm's latest probe clears ``tiers.mastered_at`` with
+        confidence (the Jeffreys lower bound of the chance-normalised score)."""
+        cat, st = self.catalog, self.stats
+        probed = np.flatnonzero(st.probe_n > 0)
+        result = np.zeros(cat.n_arms, dtype=bool)
+        if probed.size:
+            n = st.probe_n[probed].astype(np.float64)
+            low, _ = binomial_interval(st.probe_score[probed] * n, n, self.config.tiers.confidence)
+            chance = cat.chance_success[cat.family_of_arm[probed]]
+            result[probed] = (low - chance) / (1.0 - chance) >= self.config.tiers.mastered_at
+        return result
 
     def _check_quotas(self, family: FloatArray) -> None:
         """An event when a domain cannot hold its min_share (its families are blocked or
@@ -333,6 +406,14 @@ class Scheduler:
         np.minimum(family, cat.n_families - 1, out=family)
         review = self.review_tier if self.config.tiers.review_share > 0 else None
         tier = self.tiers.draw(family, self.rng, review=review)
+        separate = cat.tier_separate[family]
+        if separate.any():  # separate-skill tiers: draw from the family's tier distribution
+            assert self._tier_cdf is not None
+            f = family[separate]
+            at = np.searchsorted(self._tier_cdf, f + self.rng.random(f.shape[0]), side="right")
+            tier[separate] = (
+                np.clip(at, cat.arm_start[f], cat.arm_start[f + 1] - 1) - cat.arm_start[f]
+            )
         arm = cat.arm_start[family] + tier
         position = self.cursor[arm] + occurrence_rank(arm)
         size = cat.pool_size[arm]
@@ -703,15 +784,19 @@ class Scheduler:
         if side:
             self._invalidate()
             return
+        # The training pass rate of the same arm, beside the probe: the hacking detector
+        # compares the two curves.
+        rate = self.stats.success_fast[arm]
+        trained = self.stats.count[arm] > 0
+        separate = cat.tier_separate[fam]
+        if separate.any():
+            fam, sc, nn, tr, rate, trained = self._separate_points(
+                fam, sc, nn, tr, rate, trained, separate
+            )
         steps = np.full(fam.shape[0], at, dtype=np.int64)
         self.curves.record(fam, sc, nn, steps, tiers=tr)
         self._tier_events(at, self.tiers.observe_probes(at, fam, tr, sc, nn))
-        # The training pass rate of the same arm, beside the probe: the hacking detector
-        # compares the two curves.
-        trained = self.stats.count[arm] > 0
-        self.detectors.record_training(
-            fam[trained], self.stats.success_fast[arm][trained], steps[trained]
-        )
+        self.detectors.record_training(fam[trained], rate[trained], steps[trained])
         # A mastered family's probe already reads at the ceiling, so there is no reward the
         # probe could miss; the few episodes it is still drawn make a thin, lagging
         # training curve, which must not read as a hack.
@@ -720,6 +805,46 @@ class Scheduler:
         )
         self._refresh_gates()
         self._invalidate()
+
+    def _separate_points(
+        self,
+        fam: IntArray,
+        score: FloatArray,
+        n: IntArray,
+        tier: IntArray,
+        rate: FloatArray,
+        trained: npt.NDArray[np.bool_],
+        separate: npt.NDArray[np.bool_],
+    ) -> tuple[IntArray, FloatArray, IntArray, IntArray, FloatArray, npt.NDArray[np.bool_]]:
+        """Replace the probes of separate-skill families by one curve point each: the mean
+        of the latest probe of every tier probed so far (each skill counts once), with the
+        mean training pass rate of its trained arms beside it. Their curve is the family's
+        skill as a whole, so the detectors judge the family, not one tier."""
+        cat, st = self.catalog, self.stats
+        fo = cat.family_of_arm
+
+        def per_family(x: npt.NDArray[Any]) -> FloatArray:
+            return np.bincount(fo, weights=x, minlength=cat.n_families).astype(np.float64)
+
+        probed = st.probe_n > 0
+        arm_trained = st.count > 0
+        families = np.unique(fam[separate])
+        n_probed = per_family(probed)[families]
+        mean = per_family(np.where(probed, st.probe_score, 0.0))[families] / n_probed
+        items = per_family(np.where(probed, st.probe_n, 0))[families].astype(np.int64)
+        n_trained = per_family(arm_trained)[families]
+        train_rate = per_family(np.where(arm_trained, st.success_fast, 0.0))[families] / (
+            np.maximum(n_trained, 1)
+        )
+        keep = ~separate
+        return (
+            np.concatenate([fam[keep], families]),
+            np.concatenate([score[keep], mean]),
+            np.concatenate([n[keep], items]),
+            np.concatenate([tier[keep], self.tiers.tier[families]]),
+            np.concatenate([rate[keep], train_rate]),
+            np.concatenate([trained[keep], n_trained > 0]),
+        )
 
     def placement_targets(self) -> tuple[IntArray, IntArray]:
         """(families, tiers) that a probe just moved to a tier not probed since: probing
@@ -734,12 +859,52 @@ class Scheduler:
         families = np.flatnonzero(moved)
         return families, self.tiers.tier[families].copy()
 
+    def probe_targets(self) -> tuple[IntArray, IntArray]:
+        """(families, tiers) whose probes make a round's curve points: every family at
+        ``probe_tier``, and every other tier of families whose tiers are separate skills
+        (their curve point is the mean over all their tiers, so all are probed)."""
+        cat = self.catalog
+        tier = self.probe_tier
+        others = cat.tier_separate[cat.family_of_arm] & (cat.tier_of_arm != tier[cat.family_of_arm])
+        families = np.concatenate([np.arange(cat.n_families), cat.family_of_arm[others]])
+        return families, np.concatenate([tier, cat.tier_of_arm[others]])
+
     def side_targets(self) -> tuple[IntArray, IntArray]:
-        """(families, tiers) to probe besides the current tiers in a probe round: the
+        """(families, tiers) to probe besides ``probe_targets`` in a probe round: the
         ``retention_targets`` and the ``lookahead_targets`` (a family may appear twice)."""
         kept_f, kept_t = self.retention_targets()
         ahead_f, ahead_t = self.lookahead_targets()
         return np.concatenate([kept_f, ahead_f]), np.concatenate([kept_t, ahead_t])
+
+    def probe_round(self, probe: ProbeMany) -> ProbeRound:
+        """Run one synchronous probe round through ``probe(families, tiers) -> (scores,
+        n)``: the ``probe_targets``, again where a probe promoted a family (placement, so a
+        family reaches its level in one round), then the ``side_targets`` (kept per arm,
+        off the curves). Returns the probes that made curve points, placements included.
+
+        The ProbeRunner is the asynchronous, budgeted way; this is for a trainer (or a
+        benchmark) that can evaluate many families at once between steps."""
+        parts: list[tuple[IntArray, IntArray, FloatArray, IntArray]] = []
+
+        def ask(families: IntArray, tiers: IntArray, side: bool) -> None:
+            scores, n = probe(families, tiers)
+            scores = np.asarray(scores, dtype=np.float64)
+            n = np.asarray(n, dtype=np.int64)
+            self.record_probes(families, scores, tiers=tiers, n=n, side=side)
+            if not side:
+                parts.append((families, tiers, scores, n))
+
+        ask(*self.probe_targets(), side=False)
+        for _ in range(int(self.catalog.n_tiers.max())):
+            moved, placed = self.placement_targets()
+            if not moved.size:
+                break
+            ask(moved, placed, side=False)
+        side_families, side_tiers = self.side_targets()
+        if side_families.size:
+            ask(side_families, side_tiers, side=True)
+        fam, tier, score, count = (np.concatenate(c) for c in zip(*parts, strict=True))
+        return ProbeRound(families=fam, tiers=tier, scores=score, n=count)
 
     def lookahead_targets(self) -> tuple[IntArray, IntArray]:
         """(families, tiers): the tier above, for families not quarantined whose latest probe
@@ -754,6 +919,7 @@ class Scheduler:
         score = self.stats.probe_score[current]
         coin_like = (
             (self.tiers.tier < cat.n_tiers - 1)
+            & ~cat.tier_separate  # (separate skills differ by design, not by difficulty)
             & ~self.detectors.quarantined
             & (np.abs(np.nan_to_num(score, nan=0.0) - 0.5) <= band)
         )
@@ -779,6 +945,7 @@ class Scheduler:
             harder = (p_cur - p_up) / se > 1.645  # one-sided 95 %: the next tier is harder
         result: npt.NDArray[np.bool_] = (
             has_up
+            & ~cat.tier_separate
             & (self.stats.probe_step[up] >= self.tiers.last_change)
             & (np.abs(p_cur - 0.5) <= band)
             & (np.abs(p_up - 0.5) <= band)
@@ -820,8 +987,29 @@ class Scheduler:
     @property
     def mastered(self) -> npt.NDArray[np.bool_]:
         """bool [n_families]: the top tier mastered (``TierController.mastered``) and no tier
-        left behind under review; such a family keeps only ``tiers.mastered_weight``."""
-        result: npt.NDArray[np.bool_] = self.tiers.mastered & (self.review_tier < 0)
+        left behind under review, or for separate-skill tiers every arm mastered
+        (``arm_mastered``); such a family keeps only ``tiers.mastered_weight``."""
+        cat = self.catalog
+        ladder: npt.NDArray[np.bool_] = self.tiers.mastered & (self.review_tier < 0)
+        if not cat.tier_separate.any():
+            return ladder
+        every_arm = np.logical_and.reduceat(self.arm_mastered, cat.arm_start[:-1])
+        result: npt.NDArray[np.bool_] = np.where(cat.tier_separate, every_arm, ladder)
+        return result
+
+    @property
+    def probe_tier(self) -> IntArray:
+        """int64 [n_families]: the tier a probe round asks for: a ladder's current tier, and
+        for separate-skill tiers the one probed longest ago (lowest first), so a runner that
+        probes one tier per family per round goes round them all."""
+        cat = self.catalog
+        result = self.tiers.tier.copy()
+        sep = np.flatnonzero(cat.tier_separate)
+        if sep.size:
+            arm = np.flatnonzero(cat.tier_separate[cat.family_of_arm])
+            order = np.lexsort((arm, self.stats.probe_step[arm], cat.family_of_arm[arm]))
+            first = arm[order][np.unique(cat.family_of_arm[arm[order]], return_index=True)[1]]
+            result[cat.family_of_arm[first]] = cat.tier_of_arm[first]
         return result
 
     @property
@@ -838,12 +1026,13 @@ class Scheduler:
     def probe_snapshot(self) -> ProbeSnapshot:
         """What a ProbeRunner needs to choose the next families to probe (copied now)."""
         cat = self.catalog
-        current = cat.arm_start[:-1] + self.tiers.tier
+        tiers = self.probe_tier
+        current = cat.arm_start[:-1] + tiers
         slope, _, _ = self.curves.slope()
         drift = np.abs(self.stats.success_fast[current] - self.stats.success_slow[current])
         return ProbeSnapshot(
             step=self.step,
-            tiers=self.tiers.tier.copy(),
+            tiers=tiers,
             weights=self.weights().family.copy(),
             last_probe_step=self.stats.probe_step[current].copy(),
             change=np.where(np.isfinite(slope), np.abs(slope) * self.config.probe_window, drift),
@@ -904,6 +1093,7 @@ class Scheduler:
                 "arm": self._weights.arm.copy(),
                 "family": self._weights.family.copy(),
                 "domain": self._weights.domain.copy(),
+                "tier": self._weights.tier.copy(),
             },
         }
 
@@ -955,11 +1145,13 @@ class Scheduler:
         if cached is None:
             self._weights, self._cdf, self._weights_step = None, None, -(10**9)
         else:
+            cat = self.catalog
+            uniform_tiers = 1.0 / cat.n_tiers[cat.family_of_arm]  # saved before tier modes
             self._weights = Weights(
                 arm=np.asarray(cached["arm"], dtype=np.float64),
                 family=np.asarray(cached["family"], dtype=np.float64),
                 domain=np.asarray(cached["domain"], dtype=np.float64),
+                tier=np.asarray(cached.get("tier", uniform_tiers), dtype=np.float64),
             )
             self._weights_step = int(cached["step"])
-            cdf = np.cumsum(self._weights.family)
-            self._cdf = cdf / cdf[-1]
+            self._set_cdfs(self._weights)

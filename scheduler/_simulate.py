@@ -18,7 +18,7 @@ from domains import Catalog
 from policies import policy_params
 
 from ._batch import Batch
-from ._recorder import ProbeRound
+from ._probes import ProbeRound
 from ._scheduler import Scheduler
 from ._settings import Settings
 from .backends import BatchOutcomes, FamilyKind, SimulatedLearner, SimulatedLearnerConfig
@@ -107,32 +107,13 @@ class SimulationRun:
         return batch, out, probes
 
     def probe(self) -> ProbeRound:
-        """Probe every family at its current tier, again where a probe promoted it
-        (placement), then the side targets (a tier left behind, the tier above a coin-like
-        one); record the curve point. The round returned (what the store and the tracker
-        see) holds the current-tier probes, placements included."""
-        sched = self.scheduler
-        families = np.arange(self.catalog.n_families)
-        tiers = sched.tiers.tier.copy()
-        scores, n = self.learner.probe_many(families, tiers)
-        sched.record_probes(families, scores, tiers=tiers, n=n)
-        parts = [(families, tiers, scores, n)]
-        for _ in range(int(self.catalog.n_tiers.max())):
-            moved, placed = sched.placement_targets()
-            if not moved.size:
-                break
-            got, got_n = self.learner.probe_many(moved, placed)
-            sched.record_probes(moved, got, tiers=placed, n=got_n)
-            parts.append((moved, placed, got, got_n))
-        # These steer the scheduler only; the recorded curve stays at the current tiers.
-        side_families, side = sched.side_targets()
-        if side_families.size:
-            kept, kept_n = self.learner.probe_many(side_families, side)
-            sched.record_probes(side_families, kept, tiers=side, n=kept_n, side=True)
-        self.curve_steps.append(sched.step)
+        """One probe round (``Scheduler.probe_round``) on the simulated learner's held-out
+        probes, and the ground-truth score at this step. The round returned (what the store
+        and the tracker see) holds the probes that made curve points."""
+        probes = self.scheduler.probe_round(self.learner.probe_many)
+        self.curve_steps.append(self.scheduler.step)
         self.curve.append(float(self.score().mean()))
-        fam, tier, score, count = (np.concatenate(column) for column in zip(*parts, strict=True))
-        return ProbeRound(families=fam, tiers=tier, scores=score, n=count)
+        return probes
 
     def extra_metrics(self) -> dict[str, float]:
         """Simulation-only truths for the tracker (a real trainer has no such oracle)."""

@@ -12,7 +12,7 @@ from domains import ManifestError, Problem, load_catalog
 Problems = Callable[..., list[str]]
 
 FAMILY_KEYS = (
-    "name, task_family, description, environment, tools, verification, tiers, variants, "
+    "name, task_family, description, environment, tools, verification, tiers, tier_mode, variants, "
     "probe, cost_s, reward_range, chance_success, max_share, weight, priority, tags"
 )
 
