@@ -41,6 +41,9 @@ class TierConfig:
     probe_evidence: bool = True  # held-out probes at the current tier count as trials too
     mastered_at: float = 0.85  # top tier, lower bound of the normalised pass rate above this
     mastered_weight: float = 0.05  # a mastered family's share cap, in uniform shares
+    # separate-skill tiers: what each mastered tier keeps of a uniform share of its family's
+    # draws while other tiers still train (practice against their interference)
+    practice_share: float = 0.05
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.demote_at < self.promote_at <= 1.0:
@@ -61,6 +64,8 @@ class TierConfig:
                 "tiers: need 0 < mastered_at <= 1 and 0 <= mastered_weight <= 1, got "
                 f"{self.mastered_at}, {self.mastered_weight}"
             )
+        if not 0.0 <= self.practice_share <= 1.0:
+            raise ValueError(f"tiers: practice_share must be in [0, 1], got {self.practice_share}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"tiers: confidence must be in (0, 1), got {self.confidence}")
 

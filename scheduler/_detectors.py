@@ -321,13 +321,18 @@ class Detectors:
         curves: ProbeCurves,
         exempt: BoolArray | None = None,
         tier_flat: BoolArray | None = None,
+        skilled: BoolArray | None = None,
     ) -> list[Event]:
         """Examine each family's newest probe (and training) points; return new events.
 
         ``exempt``: families the caller holds to a floor for another reason (the scheduler's
         mastered ones); no reward-hacking verdict is drawn on their thin training curve.
         ``tier_flat``: families whose next tier up, probed, passes as often as the current
-        one, both near a half; their coin verdict needs only ``flat_min_probes`` probes."""
+        one, both near a half; their coin verdict needs only ``flat_min_probes`` probes.
+        ``skilled``: families that have shown a skill outright (a separate-skill family with
+        one tier credibly passing, clear of chance and of a coin's band): they get no
+        unlearnable verdict (release still needs progress on the curve: a single lucky probe
+        of one tier must not free a coin flip)."""
         if curves.n_families != self.n_families:
             raise ConfigError(
                 f"Detectors.update: curves have {curves.n_families} families, "
@@ -346,7 +351,10 @@ class Detectors:
         # Training slope once for both users; each gates on its own point count.
         train = self._train.slope(2, cfg.alpha)
         flat = np.zeros(self.n_families, dtype=bool) if tier_flat is None else tier_flat
-        events += self._unlearnable(step, curves, new, slope, lo, hi, train, flat)
+        no = np.zeros(self.n_families, dtype=bool)
+        events += self._unlearnable(
+            step, curves, new, slope, lo, hi, train, flat, no if skilled is None else skilled
+        )
         held = self._quarantined if exempt is None else self._quarantined | exempt
         events += self._reward_hacking(step, curves, (new | tnew) & ~held, slope, lo, hi, train)
         self._seen_count = curves.count.copy()
@@ -479,6 +487,7 @@ class Detectors:
         hi: FloatArray,
         train: tuple[FloatArray, FloatArray, FloatArray],
         tier_flat: BoolArray,
+        skilled: BoolArray,
     ) -> list[Event]:
         cfg = self.config.unlearnable
         # The level is the pooled newer half of the window, with a Jeffreys interval, in
@@ -494,14 +503,24 @@ class Detectors:
             pool = (k1 + k2) / (n1 + n2)
             z = (k2 / n2 - k1 / n1) / np.sqrt(pool * (1 - pool) * (1 / n1 + 1 / n2))
         progressing = (lo > 0) | (z > stats.norm.ppf(self.config.alpha))
+        # A score that fell significantly from a level credibly above chance: the family
+        # learned and is forgetting (the regression detector's case), which training mends.
+        older_lb, _ = binomial_interval(k1, n1, self.config.alpha)
+        falling = (z < -stats.norm.ppf(self.config.alpha)) & (
+            curves.normalize(older_lb) > cfg.chance_margin
+        )
         # Coin flips: training pays off half the time with no trend, and the held-out score
         # sits at a half too; such a family reads well above "chance" yet learns nothing.
         ts, tlo, _ = train
         tmean = self._train.mean()
         with np.errstate(invalid="ignore", divide="ignore"):
             probe_level = k2 / n2
+        # Where chance itself is about a half (binary labels), a coin flip is at chance and
+        # the chance rule judges it; the looser coin rule would take a learner passing 60 %
+        # for a coin (measured: 3 of 16 parity families on the torch benchmark).
         coin = (
-            (self._train.fresh >= self.config.min_points)
+            (curves.chance < 0.5 - cfg.coin_band)
+            & (self._train.fresh >= self.config.min_points)
             & (np.abs(tmean - 0.5) <= cfg.coin_band)
             & (tlo <= 0)  # no significant rise: the rewards are not teaching anything
         )
@@ -514,6 +533,8 @@ class Detectors:
             new
             & np.isfinite(slope)
             & ~progressing
+            & ~falling
+            & ~skilled
             & (
                 ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin))
                 | ((probes >= cfg.coin_min_probes) & coin_level)

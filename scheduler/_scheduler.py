@@ -248,7 +248,7 @@ class Scheduler:
         mix's steps against ×0.57 for the mean over open arms on the torch benchmark's
         separate-rule suite), and its draws go to those arms in proportion to
         their weights, mixed with ``exploration_floor`` of a uniform share; a mastered arm
-        keeps ``tiers.mastered_weight`` of a uniform share, enough practice for its probe to
+        keeps ``tiers.practice_share`` of a uniform share, enough practice for its probe to
         notice if it is being forgotten (it then counts as open again)."""
         cat = self.catalog
         fam = cat.family_of_arm
@@ -279,7 +279,7 @@ class Scheduler:
             1.0 / np.maximum(n_open[fam], 1),
         )
         open_share = (1.0 - floor) * by_weight + floor / np.maximum(n_open[fam], 1)
-        kept = np.minimum(self.config.tiers.mastered_weight / n_tiers[fam], 1.0)
+        kept = np.minimum(self.config.tiers.practice_share / n_tiers[fam], 1.0)
         done_total = kept * n_done[fam]  # what the family's mastered arms keep in all
         sep_tier = np.where(
             all_done, 1.0 / n_tiers[fam], np.where(done, kept, open_share * (1.0 - done_total))
@@ -801,7 +801,7 @@ class Scheduler:
         # probe could miss; the few episodes it is still drawn make a thin, lagging
         # training curve, which must not read as a hack.
         self._events += self.detectors.update(
-            at, self.curves, exempt=self.mastered, tier_flat=self.tier_flat
+            at, self.curves, exempt=self.mastered, tier_flat=self.tier_flat, skilled=self.skilled
         )
         self._refresh_gates()
         self._invalidate()
@@ -995,6 +995,31 @@ class Scheduler:
             return ladder
         every_arm = np.logical_and.reduceat(self.arm_mastered, cat.arm_start[:-1])
         result: npt.NDArray[np.bool_] = np.where(cat.tier_separate, every_arm, ladder)
+        return result
+
+    @property
+    def skilled(self) -> npt.NDArray[np.bool_]:
+        """bool [n_families]: separate-skill families with a tier whose latest probe passes
+        credibly above chance (normalised lower bound over ``unlearnable.chance_margin``)
+        and above a coin's band (lower bound over 0.5 + ``coin_band``, where chance is
+        below that band). Such a family has
+        learned something, so it is not unlearnable, whatever its mean over tiers reads
+        while its other tiers are still at chance (measured on the torch benchmark: 9 of
+        16 parity families were quarantined for a while without this)."""
+        cat, st = self.catalog, self.stats
+        result = np.zeros(cat.n_families, dtype=bool)
+        arm = np.flatnonzero((st.probe_n > 0) & cat.tier_separate[cat.family_of_arm])
+        if arm.size:
+            n = st.probe_n[arm].astype(np.float64)
+            low, _ = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
+            chance = cat.chance_success[cat.family_of_arm[arm]]
+            unl = self.config.detectors.unlearnable
+            # Above a coin's band too, unless chance is itself about a half (then a coin
+            # flip is at chance, and clearing chance is enough).
+            clear = ((low - chance) / (1.0 - chance) > unl.chance_margin) & (
+                (low > 0.5 + unl.coin_band) | (chance >= 0.5 - unl.coin_band)
+            )
+            result[cat.family_of_arm[arm[clear]]] = True
         return result
 
     @property

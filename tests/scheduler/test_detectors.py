@@ -177,6 +177,30 @@ def test_a_slow_steady_learner_is_never_quarantined(seed: int, chance: float) ->
     assert not _fired(events, "quarantined") and not det.quarantined.any()
 
 
+def test_a_learner_near_sixty_percent_on_binary_labels_is_not_a_coin_flip() -> None:
+    """With chance at a half, a coin flip is at chance; a family passing 60 % with a flat
+    training rate inside the coin band has learned something (the coin rule once took
+    such parity families on the torch benchmark)."""
+    training: Rate = lambda t, rng, f: rng.binomial(64, 0.58, f) / 64  # noqa: E731
+    _, det, events = simulate(
+        _const(0.6), chance=0.5, train=training, families=100, rounds=40, n=64, seed=3
+    )
+    assert not _fired(events, "quarantined") and not det.quarantined.any()
+    # The same rates with chance 0: there 0.6 is a coin's level and the coin rule applies.
+    _, det, events = simulate(_const(0.55), train=training, families=100, rounds=40, seed=3)
+    assert len(_fired(events, "quarantined")) >= 90
+
+
+def test_a_family_falling_from_a_skill_is_not_unlearnable() -> None:
+    """Forgetting (a score falling from credibly above chance to chance) calls for
+    training, not quarantine; the same floor without the fall is quarantined."""
+    fall: Rate = lambda t, rng, f: np.full(f, 0.6 if t < 12 else 0.0)  # noqa: E731
+    _, det, events = simulate(fall, families=100, rounds=21, n=64, seed=2)
+    assert not _fired(events, "quarantined") and not det.quarantined.any()
+    _, det, events = simulate(_const(0.0), families=100, rounds=21, n=64, seed=2)
+    assert len(_fired(events, "quarantined")) == 100
+
+
 def test_quarantined_family_is_released_after_it_starts_learning() -> None:
     late: Rate = lambda t, rng, f: np.full(f, 0.0 if t < 25 else min(0.04 * (t - 25), 0.9))  # noqa: E731
     _, det, events = simulate(late, families=50, rounds=50, seed=6)

@@ -98,7 +98,7 @@ def test_mastered_arms_keep_a_little_and_a_forgotten_one_reopens() -> None:
     sched = Scheduler(cat, "uniform", config=SchedulerConfig(exploration_floor=0.0))
     _probe(sched, 0, [1.0, 1.0, 0.3, 0.3])
     assert sched.arm_mastered.tolist() == [True, True, False, False] + [False] * N_TIERS
-    kept = sched.config.tiers.mastered_weight / N_TIERS
+    kept = sched.config.tiers.practice_share / N_TIERS
     share = _tier_share(sched, 0)
     np.testing.assert_allclose(share, [kept, kept, 0.5 - kept, 0.5 - kept], atol=0.01)
     assert sched.mastered.tolist() == [False, False]
@@ -201,3 +201,23 @@ def test_resume_with_separate_tiers_continues_exactly(weights_every: int) -> Non
     again = play(resumed, 8, seed=6)
     for x, y in zip(tail, again, strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_family_with_one_credible_skill_is_not_unlearnable() -> None:
+    """A separate-skill family whose mean over tiers reads near chance (its other tiers at
+    or under chance while the first is learned) has learned something; one whose every
+    tier reads that mean has not."""
+    cat = _separate(n_families=2, chance_success=0.5)
+    sched = Scheduler(cat, "uniform")
+    skill = [0.7, 0.45, 0.45, 0.45]
+    flat = [float(np.mean(skill))] * N_TIERS
+    for step in range(40):
+        sched.record_probes(
+            [0] * N_TIERS + [1] * N_TIERS,
+            skill + flat,
+            tiers=list(range(N_TIERS)) * 2,
+            n=[64] * 2 * N_TIERS,
+            step=10 * step,
+        )
+    assert sched.skilled.tolist() == [True, False]
+    assert sched.detectors.quarantined.tolist() == [False, True]
