@@ -503,8 +503,9 @@ class Detectors:
             pool = (k1 + k2) / (n1 + n2)
             z = (k2 / n2 - k1 / n1) / np.sqrt(pool * (1 - pool) * (1 / n1 + 1 / n2))
         progressing = (lo > 0) | (z > stats.norm.ppf(self.config.alpha))
-        # A score that fell significantly from a level credibly above chance: the family
-        # learned and is forgetting (the regression detector's case), which training mends.
+        # A score that fell significantly from a level credibly above chance to chance: the
+        # family learned and is forgetting (the regression detector's case), which training
+        # mends. (A coin flip's dips are no such fall; the coin rules judge those.)
         older_lb, _ = binomial_interval(k1, n1, self.config.alpha)
         falling = (z < -stats.norm.ppf(self.config.alpha)) & (
             curves.normalize(older_lb) > cfg.chance_margin
@@ -533,10 +534,9 @@ class Detectors:
             new
             & np.isfinite(slope)
             & ~progressing
-            & ~falling
             & ~skilled
             & (
-                ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin))
+                ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin) & ~falling)
                 | ((probes >= cfg.coin_min_probes) & coin_level)
                 | ((probes >= cfg.flat_min_probes) & coin_level & tier_flat)
             )
