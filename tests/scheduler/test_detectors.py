@@ -39,6 +39,7 @@ def simulate(
     train: Rate | None = None,
     config: DetectorConfig | None = None,
     seed: int = 0,
+    tier_flat: bool = False,
 ) -> tuple[ProbeCurves, Detectors, list[tuple[int, Event]]]:
     """Probe every family once per round (binomial scores), update, collect (round, event)."""
     rng = np.random.default_rng(seed)
@@ -54,7 +55,8 @@ def simulate(
             )
         p = np.clip(probe(t, rng, families), 0, 1)
         curves.record(fams, rng.binomial(n, p) / n, np.full(families, n), np.full(families, step))
-        events += [(t, e) for e in det.update(step, curves)]
+        flat = np.full(families, tier_flat)
+        events += [(t, e) for e in det.update(step, curves, tier_flat=flat)]
     return curves, det, events
 
 
@@ -189,6 +191,15 @@ def test_a_learner_near_sixty_percent_on_binary_labels_is_not_a_coin_flip() -> N
     # The same rates with chance 0: there 0.6 is a coin's level and the coin rule applies.
     _, det, events = simulate(_const(0.55), train=training, families=100, rounds=40, seed=3)
     assert len(_fired(events, "quarantined")) >= 90
+    # At chance a half, a coin flip whose harder tier passes as often is still caught early.
+    coin: Rate = lambda t, rng, f: rng.binomial(64, 0.5, f) / 64  # noqa: E731
+    flat_min = UnlearnableConfig().flat_min_probes
+    _, det, events = simulate(
+        _const(0.5), chance=0.5, train=coin, families=100, rounds=20, n=64, tier_flat=True
+    )
+    fired = _fired(events, "quarantined")
+    slow = UnlearnableConfig().min_probes
+    assert len(fired) >= 95 and np.median(list(fired.values())) <= flat_min + 2 < slow
 
 
 def test_a_family_falling_from_a_skill_is_not_unlearnable() -> None:
