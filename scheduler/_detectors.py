@@ -525,11 +525,6 @@ class Detectors:
         # probe halves to show not even weak evidence of a rise (one-sided, coin_alpha).
         weak_rise = z > stats.norm.ppf(cfg.coin_alpha)
         coin_level = coin & (np.abs(probe_level - 0.5) <= cfg.coin_band) & ~weak_rise
-        # Where chance itself is about a half (binary labels), a coin flip is at chance: the
-        # slow coin rule, on the level alone, would take a learner passing 60 % for a coin
-        # (measured: 3 of 16 parity families on the torch benchmark), so there the chance
-        # rule judges, or the look-ahead (a harder tier passing as often) speaks.
-        coin_apart = curves.chance < 0.5 - cfg.coin_band
         probes = curves.since_reset
         cond = (
             new
@@ -538,7 +533,7 @@ class Detectors:
             & ~skilled
             & (
                 ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin) & ~falling)
-                | ((probes >= cfg.coin_min_probes) & coin_level & coin_apart)
+                | ((probes >= cfg.coin_min_probes) & coin_level)
                 | ((probes >= cfg.flat_min_probes) & coin_level & tier_flat)
             )
         )
