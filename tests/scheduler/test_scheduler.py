@@ -25,16 +25,26 @@ def _catalog(**kw: Any) -> Catalog:
     return Catalog.synthetic(n_domains=3, families_per_domain=4, n_tiers=3, **kw)
 
 
-def _play(sched: Scheduler, steps: int, seed: int = 0, n: int = 32) -> list[np.ndarray]:
-    """Draw and report `steps` batches with outcomes from a fixed RNG; return the arms drawn."""
+def _probe_all(families: np.ndarray, tiers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed held-out score per (family, tier), for probe rounds in tests."""
+    return np.clip(0.95 - 0.2 * tiers - 0.05 * (families % 3), 0, 1), np.full(families.size, 32)
+
+
+def _play(
+    sched: Scheduler, steps: int, seed: int = 0, n: int = 32, probe_every: int = 0
+) -> list[np.ndarray]:
+    """Draw and report `steps` batches with outcomes from a fixed RNG (and a probe round
+    every `probe_every` steps); return the arms drawn."""
     rng = np.random.default_rng(seed)
     drawn = []
-    for _ in range(steps):
+    for step in range(steps):
         batch = sched.next_batch(n)
         p = (batch.family % 4) / 4.0 + 0.1
         success = (rng.random(len(batch)) < p).astype(float)
         sched.report(batch, rewards=success, success=success, process=p * np.ones(len(batch)))
         drawn.append(np.stack([batch.arm, batch.variant]))
+        if probe_every and step % probe_every == 0:
+            sched.probe_round(_probe_all)
     return drawn
 
 
@@ -60,18 +70,19 @@ def test_same_seed_same_batches(policy: str) -> None:
     assert any(not np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
+@pytest.mark.parametrize("tier_mode", ["ladder", "separate"])
 @pytest.mark.parametrize("weights_every", [1, 3])
-def test_resume_continues_exactly(weights_every: int) -> None:
-    cat = _catalog()
+def test_resume_continues_exactly(weights_every: int, tier_mode: str) -> None:
+    cat = _catalog(tier_mode=tier_mode)
     config = SchedulerConfig(weights_every=weights_every)
     original = Scheduler(cat, "learning_progress", seed=1, config=config)
-    _play(original, 20, seed=5)
+    _play(original, 20, seed=5, probe_every=4)
     saved = dumps_state(original.state_dict())
-    tail = _play(original, 10, seed=6)
+    tail = _play(original, 10, seed=6, probe_every=4)
 
     resumed = Scheduler(cat, "learning_progress", seed=99, config=config)
     resumed.load_state_dict(loads_state(saved))
-    again = _play(resumed, 10, seed=6)
+    again = _play(resumed, 10, seed=6, probe_every=4)
     for x, y in zip(tail, again, strict=True):
         np.testing.assert_array_equal(x, y)
     _assert_states_equal(original.state_dict(), resumed.state_dict())
