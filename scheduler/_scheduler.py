@@ -260,10 +260,7 @@ class Scheduler:
         separate = cat.tier_separate[fam]
         done = self.arm_mastered & separate
         open_ = separate & ~done
-
-        def per_family(x: npt.NDArray[Any]) -> FloatArray:
-            return np.bincount(fam, weights=x, minlength=cat.n_families).astype(np.float64)
-
+        per_family = self._per_family
         n_open, n_done = per_family(open_), per_family(done)
         open_raw = per_family(np.where(open_, raw, 0.0))
         all_done = n_open[fam] == 0
@@ -291,15 +288,26 @@ class Scheduler:
     def arm_mastered(self) -> npt.NDArray[np.bool_]:
         """bool [n_arms]: the arm's latest probe clears ``tiers.mastered_at`` with
         confidence (the Jeffreys lower bound of the chance-normalised score)."""
-        cat, st = self.catalog, self.stats
-        probed = np.flatnonzero(st.probe_n > 0)
-        result = np.zeros(cat.n_arms, dtype=bool)
-        if probed.size:
-            n = st.probe_n[probed].astype(np.float64)
-            low, _ = binomial_interval(st.probe_score[probed] * n, n, self.config.tiers.confidence)
-            chance = cat.chance_success[cat.family_of_arm[probed]]
-            result[probed] = (low - chance) / (1.0 - chance) >= self.config.tiers.mastered_at
+        probed = np.flatnonzero(self.stats.probe_n > 0)
+        result = np.zeros(self.catalog.n_arms, dtype=bool)
+        low, chance = self._latest_probe_low(probed)
+        result[probed] = (low - chance) / (1.0 - chance) >= self.config.tiers.mastered_at
         return result
+
+    def _latest_probe_low(self, arm: IntArray) -> tuple[FloatArray, FloatArray]:
+        """The Jeffreys lower bound (at ``tiers.confidence``) of these arms' latest probes,
+        and their families' chance levels."""
+        st = self.stats
+        n = st.probe_n[arm].astype(np.float64)
+        low, _ = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
+        return low, self.catalog.chance_success[self.catalog.family_of_arm[arm]]
+
+    def _per_family(self, x: npt.NDArray[Any]) -> FloatArray:
+        """Sum a per-arm array over each family's arms."""
+        cat = self.catalog
+        return np.bincount(cat.family_of_arm, weights=x, minlength=cat.n_families).astype(
+            np.float64
+        )
 
     def _check_quotas(self, family: FloatArray) -> None:
         """An event when a domain cannot hold its min_share (its families are blocked or
@@ -820,12 +828,7 @@ class Scheduler:
         of the latest probe of every tier probed so far (each skill counts once), with the
         mean training pass rate of its trained arms beside it. Their curve is the family's
         skill as a whole, so the detectors judge the family, not one tier."""
-        cat, st = self.catalog, self.stats
-        fo = cat.family_of_arm
-
-        def per_family(x: npt.NDArray[Any]) -> FloatArray:
-            return np.bincount(fo, weights=x, minlength=cat.n_families).astype(np.float64)
-
+        st, per_family = self.stats, self._per_family
         probed = st.probe_n > 0
         arm_trained = st.count > 0
         families = np.unique(fam[separate])
@@ -1002,24 +1005,20 @@ class Scheduler:
         """bool [n_families]: separate-skill families with a tier whose latest probe passes
         credibly above chance (normalised lower bound over ``unlearnable.chance_margin``)
         and above a coin's band (lower bound over 0.5 + ``coin_band``, where chance is
-        below that band). Such a family has
-        learned something, so it is not unlearnable, whatever its mean over tiers reads
-        while its other tiers are still at chance (measured on the torch benchmark: 9 of
-        16 parity families were quarantined for a while without this)."""
-        cat, st = self.catalog, self.stats
+        below that band). Such a family has learned something, so it is not unlearnable,
+        whatever its mean over tiers reads while its other tiers are still at chance
+        (measured on the torch benchmark: 9 of 16 parity families were quarantined for a
+        while without this)."""
+        cat, unl = self.catalog, self.config.detectors.unlearnable
+        arm = np.flatnonzero((self.stats.probe_n > 0) & cat.tier_separate[cat.family_of_arm])
+        low, chance = self._latest_probe_low(arm)
+        # Above a coin's band too, unless chance is itself about a half (then a coin flip
+        # is at chance, and clearing chance is enough).
+        clear = ((low - chance) / (1.0 - chance) > unl.chance_margin) & (
+            (low > 0.5 + unl.coin_band) | (chance >= 0.5 - unl.coin_band)
+        )
         result = np.zeros(cat.n_families, dtype=bool)
-        arm = np.flatnonzero((st.probe_n > 0) & cat.tier_separate[cat.family_of_arm])
-        if arm.size:
-            n = st.probe_n[arm].astype(np.float64)
-            low, _ = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
-            chance = cat.chance_success[cat.family_of_arm[arm]]
-            unl = self.config.detectors.unlearnable
-            # Above a coin's band too, unless chance is itself about a half (then a coin
-            # flip is at chance, and clearing chance is enough).
-            clear = ((low - chance) / (1.0 - chance) > unl.chance_margin) & (
-                (low > 0.5 + unl.coin_band) | (chance >= 0.5 - unl.coin_band)
-            )
-            result[cat.family_of_arm[arm[clear]]] = True
+        result[cat.family_of_arm[arm[clear]]] = True
         return result
 
     @property
@@ -1029,8 +1028,7 @@ class Scheduler:
         probes one tier per family per round goes round them all."""
         cat = self.catalog
         result = self.tiers.tier.copy()
-        sep = np.flatnonzero(cat.tier_separate)
-        if sep.size:
+        if cat.tier_separate.any():
             arm = np.flatnonzero(cat.tier_separate[cat.family_of_arm])
             order = np.lexsort((arm, self.stats.probe_step[arm], cat.family_of_arm[arm]))
             first = arm[order][np.unique(cat.family_of_arm[arm[order]], return_index=True)[1]]
