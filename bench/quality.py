@@ -119,7 +119,6 @@ class OurRunner:
     def __init__(self, sched: Scheduler, learner: SimulatedLearner) -> None:
         self.sched = sched
         self.learner = learner
-        self.families = np.arange(sched.catalog.n_families)
 
     def next_batch(self, n: int) -> Batch:
         return self.sched.next_batch(n)

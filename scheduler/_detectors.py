@@ -351,10 +351,8 @@ class Detectors:
         # Training slope once for both users; each gates on its own point count.
         train = self._train.slope(2, cfg.alpha)
         flat = np.zeros(self.n_families, dtype=bool) if tier_flat is None else tier_flat
-        no = np.zeros(self.n_families, dtype=bool)
-        events += self._unlearnable(
-            step, curves, new, slope, lo, hi, train, flat, no if skilled is None else skilled
-        )
+        shown = np.zeros(self.n_families, dtype=bool) if skilled is None else skilled
+        events += self._unlearnable(step, curves, new, slope, lo, hi, train, flat, shown)
         held = self._quarantined if exempt is None else self._quarantined | exempt
         events += self._reward_hacking(step, curves, (new | tnew) & ~held, slope, lo, hi, train)
         self._seen_count = curves.count.copy()
