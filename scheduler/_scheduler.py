@@ -290,17 +290,29 @@ class Scheduler:
         confidence (the Jeffreys lower bound of the chance-normalised score)."""
         probed = np.flatnonzero(self.stats.probe_n > 0)
         result = np.zeros(self.catalog.n_arms, dtype=bool)
-        low, chance = self._latest_probe_low(probed)
+        low, _, chance = self._latest_probe_bounds(probed)
         result[probed] = (low - chance) / (1.0 - chance) >= self.config.tiers.mastered_at
         return result
 
-    def _latest_probe_low(self, arm: IntArray) -> tuple[FloatArray, FloatArray]:
-        """The Jeffreys lower bound (at ``tiers.confidence``) of these arms' latest probes,
-        and their families' chance levels."""
+    def _latest_probe_bounds(self, arm: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """The Jeffreys interval (at ``tiers.confidence``) of these arms' latest probes, and
+        their families' chance levels."""
         st = self.stats
         n = st.probe_n[arm].astype(np.float64)
-        low, _ = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
-        return low, self.catalog.chance_success[self.catalog.family_of_arm[arm]]
+        low, high = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
+        return low, high, self.catalog.chance_success[self.catalog.family_of_arm[arm]]
+
+    def _training_level(self) -> tuple[FloatArray, FloatArray]:
+        """(successes, trials) per family at its current tier: the slow success EMA over its
+        effective sample, min(count, (2 - a) / a) episodes for rate a; no trials for a
+        family whose tiers are separate skills (it has no single current tier). The
+        detectors read it where a family's probe set is too small to judge its level."""
+        cat = self.catalog
+        arm = cat.arm_start[:-1] + self.tiers.tier
+        rate = self.config.ema_slow
+        trials = np.minimum(self.stats.count[arm], (2.0 - rate) / rate)
+        trials = np.where(cat.tier_separate, 0.0, trials)
+        return self.stats.success_slow[arm] * trials, trials
 
     def _per_family(self, x: npt.NDArray[Any]) -> FloatArray:
         """Sum a per-arm array over each family's arms."""
@@ -359,24 +371,38 @@ class Scheduler:
 
         A cap, not a multiplier: a coin flip that a policy mistakes for progress is held to
         the floor however large its weight, and mass that quotas push around goes to the
-        families that can still learn. Where a domain's min_share cannot be met otherwise
-        (all its families flagged), its flagged caps are raised evenly until it can.
+        families that can still learn. Where a domain's min_share cannot be met otherwise,
+        its flagged families' caps are raised, in order of what an episode there can still
+        teach: families quarantined at chance first (a family stuck below its easiest tier
+        looks the same, and may yet move), then mastered ones (nothing left to gain, but
+        harmless rehearsal), coin flips last (their rewards are noise). On the sparse
+        simulated learner the repository's min_shares lift flagged families to about a
+        tenth of all episodes (docs/benchmarks.md).
         """
         cat = self.catalog
         n = cat.n_families
+        det = self.detectors
         flag_cap = np.full(n, np.inf)
         flag_cap[self.mastered] = self.config.tiers.mastered_weight / n
-        flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
+        flag_cap[det.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
             return caps
-        capped = np.where(flagged, np.minimum(caps, flag_cap), caps)
+        result: FloatArray = np.where(flagged, np.minimum(caps, flag_cap), caps)
         dom = cat.domain_of_family
-        free = np.bincount(dom, weights=np.where(flagged, 0.0, capped), minlength=cat.n_domains)
-        held = np.bincount(dom, weights=np.where(flagged, capped, 0.0), minlength=cat.n_domains)
-        need = cat.domain_min_share * 1.001 - free  # what the flagged ones must hold
-        scale = np.where(need > held, need / np.maximum(held, 1e-300), 1.0)[dom]
-        result: FloatArray = np.where(flagged, np.minimum(caps, capped * scale), capped)
+        # What the domain's quota still needs from its flagged families beyond their caps.
+        need = cat.domain_min_share * 1.001 - np.bincount(
+            dom, weights=result, minlength=cat.n_domains
+        )
+        if (need > 0).any():
+            headroom = np.where(flagged, caps - result, 0.0)
+            at_chance = det.quarantined & ~det.coin_flip
+            for group in (at_chance, ~det.quarantined, det.coin_flip):
+                room = np.where(group, headroom, 0.0)
+                total = np.bincount(dom, weights=room, minlength=cat.n_domains)
+                take = np.clip(need, 0.0, total)
+                result = result + room * (take / np.maximum(total, 1e-300))[dom]
+                need = need - take
         if result.sum() < 1.0:  # everything flagged: relax evenly rather than starve
             result = _fill_to_one(result, caps)
         return result
@@ -809,7 +835,12 @@ class Scheduler:
         # probe could miss; the few episodes it is still drawn make a thin, lagging
         # training curve, which must not read as a hack.
         self._events += self.detectors.update(
-            at, self.curves, exempt=self.mastered, tier_flat=self.tier_flat, skilled=self.skilled
+            at,
+            self.curves,
+            exempt=self.mastered,
+            tier_flat=self.tier_flat,
+            skilled=self.skilled,
+            training=self._training_level(),
         )
         self._refresh_gates()
         self._invalidate()
@@ -979,13 +1010,20 @@ class Scheduler:
 
     def _unretained_arms(self) -> npt.NDArray[np.bool_]:
         """bool [n_arms]: below the family's current tier, probed since, and the latest probe
-        (chance-normalised) under ``tiers.retain_at``."""
+        credibly under ``tiers.retain_at`` (the chance-normalised upper bound of its Jeffreys
+        interval, as demotion reads it: a 32-item probe of a tier held at 95 % reads under 0.9
+        one time in five, and each such read sent half the family's draws back to a tier it
+        had not lost)."""
         cat = self.catalog
-        below = cat.tier_of_arm < self.tiers.tier[cat.family_of_arm]
-        chance = cat.chance_success[cat.family_of_arm]
-        score = (np.nan_to_num(self.stats.probe_score, nan=1.0) - chance) / (1.0 - chance)
         left_at = self.tiers.last_change[cat.family_of_arm]
-        return below & (self.stats.probe_step >= left_at) & (score < self.config.tiers.retain_at)
+        result = (cat.tier_of_arm < self.tiers.tier[cat.family_of_arm]) & (
+            self.stats.probe_step >= left_at
+        )
+        arm = np.flatnonzero(result & (self.stats.probe_n > 0))
+        _, high, chance = self._latest_probe_bounds(arm)
+        result[:] = False
+        result[arm] = (high - chance) / (1.0 - chance) < self.config.tiers.retain_at
+        return result
 
     @property
     def mastered(self) -> npt.NDArray[np.bool_]:
@@ -1011,7 +1049,7 @@ class Scheduler:
         while without this)."""
         cat, unl = self.catalog, self.config.detectors.unlearnable
         arm = np.flatnonzero((self.stats.probe_n > 0) & cat.tier_separate[cat.family_of_arm])
-        low, chance = self._latest_probe_low(arm)
+        low, _, chance = self._latest_probe_bounds(arm)
         # Above a coin's band too, unless chance is itself about a half (then a coin flip
         # is at chance, and clearing chance is enough).
         clear = ((low - chance) / (1.0 - chance) > unl.chance_margin) & (
