@@ -295,12 +295,15 @@ class Scheduler:
         result[probed] = (low - chance) / (1.0 - chance) >= self.config.tiers.mastered_at
         return result
 
-    def _latest_probe_bounds(self, arm: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """The Jeffreys interval (at ``tiers.confidence``) of these arms' latest probes, and
-        their families' chance levels."""
+    def _latest_probe_bounds(
+        self, arm: IntArray, confidence: float | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """The Jeffreys interval (at ``confidence``, default ``tiers.confidence``) of these
+        arms' latest probes, and their families' chance levels."""
         st = self.stats
         n = st.probe_n[arm].astype(np.float64)
-        low, high = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
+        level = self.config.tiers.confidence if confidence is None else confidence
+        low, high = binomial_interval(st.probe_score[arm] * n, n, level)
         return low, high, self.catalog.chance_success[self.catalog.family_of_arm[arm]]
 
     def _training_level(self) -> tuple[FloatArray, FloatArray]:
@@ -813,6 +816,9 @@ class Scheduler:
         arm = cat.arm_start[fam] + tr
         # By default a probe belongs to the latest batch's step (it ran after that report).
         at = max(self.step - 1, 0) if step is None else int(step)
+        st = self.stats
+        st.prev_probe_score[arm] = st.probe_score[arm]
+        st.prev_probe_step[arm] = st.probe_step[arm]
         self.stats.probe_score[arm] = sc
         self.stats.probe_n[arm] = nn
         self._probe_high = None
@@ -1002,9 +1008,10 @@ class Scheduler:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         arm = np.flatnonzero(below)
-        unretained = self._unretained_arms()[arm]
-        # Order within each family: under review first, then least recently probed.
-        order = np.lexsort((self.stats.probe_step[arm], ~unretained, cat.family_of_arm[arm]))
+        suspect = self._suspect_arms()[arm]
+        # Order within each family: under review, or read under retain_at once (the next
+        # read confirms or clears it), first; then least recently probed.
+        order = np.lexsort((self.stats.probe_step[arm], ~suspect, cat.family_of_arm[arm]))
         arm = arm[order]
         _, first = np.unique(cat.family_of_arm[arm], return_index=True)
         chosen = arm[first]
@@ -1012,18 +1019,38 @@ class Scheduler:
 
     def _unretained_arms(self) -> npt.NDArray[np.bool_]:
         """bool [n_arms]: below the family's current tier, probed since, and the latest probe
-        credibly under ``tiers.retain_at`` (the chance-normalised upper bound of its Jeffreys
-        interval, as demotion reads it: a 32-item probe of a tier held at 95 % reads under 0.9
-        one time in five, and each such read sent half the family's draws back to a tier it
-        had not lost)."""
+        (chance-normalised) under ``tiers.retain_at``, confirmed: the upper bound of its
+        Jeffreys interval is under too, or the probe before it (also since the family left
+        the tier) read under as well. One read under is weak evidence (a 32-item probe of a
+        tier held at 93 % reads under 0.9 nearly one time in five), and each such read
+        sent half the family's draws back to a tier it had not lost; demanding the bound
+        alone was tried and missed real, gradual forgetting (docs/design.md)."""
+        cat = self.catalog
+        st = self.stats
+        retain_at = self.config.tiers.retain_at
+        left_at = self.tiers.last_change[cat.family_of_arm]
+        under_again = (st.prev_probe_step >= left_at) & (
+            self._normalized_probe(st.prev_probe_score) < retain_at
+        )
+        return self._suspect_arms() & ((self._latest_probe_high() < retain_at) | under_again)
+
+    def _suspect_arms(self) -> npt.NDArray[np.bool_]:
+        """bool [n_arms]: below the family's current tier, probed since it left, and the
+        latest probe under ``tiers.retain_at`` (confirmed or not)."""
         cat = self.catalog
         left_at = self.tiers.last_change[cat.family_of_arm]
         below = cat.tier_of_arm < self.tiers.tier[cat.family_of_arm]
         return (
             below
             & (self.stats.probe_step >= left_at)
-            & (self._latest_probe_high() < self.config.tiers.retain_at)
+            & (self._normalized_probe(self.stats.probe_score) < self.config.tiers.retain_at)
         )
+
+    def _normalized_probe(self, score: FloatArray) -> FloatArray:
+        """Chance-normalised probe scores per arm (1 where never probed)."""
+        chance = self.catalog.chance_success[self.catalog.family_of_arm]
+        result: FloatArray = (np.nan_to_num(score, nan=1.0) - chance) / (1.0 - chance)
+        return result
 
     def _latest_probe_high(self) -> FloatArray:
         """float64 [n_arms]: the chance-normalised upper Jeffreys bound of each arm's latest

@@ -18,8 +18,11 @@ _FLOAT_FIELDS = (
     "process_fast",
     "process_slow",
     "probe_score",
+    "prev_probe_score",
 )
-_INT_FIELDS = ("count", "process_count", "last_step", "probe_n", "probe_step")
+_INT_FIELDS = ("count", "process_count", "last_step", "probe_n", "probe_step", "prev_probe_step")
+# Fields added after the first release: a state saved before them loads with these values.
+_ADDED_FIELDS: dict[str, float] = {"prev_probe_score": np.nan, "prev_probe_step": -1}
 
 
 class ArmStats:
@@ -48,6 +51,9 @@ class ArmStats:
         self.probe_score: FloatArray = np.full(n_arms, np.nan)
         self.probe_n: IntArray = np.zeros(n_arms, dtype=np.int64)
         self.probe_step: IntArray = np.full(n_arms, -1, dtype=np.int64)
+        # The probe before the latest (a left tier's review needs two reads under retain_at).
+        self.prev_probe_score: FloatArray = np.full(n_arms, np.nan)
+        self.prev_probe_step: IntArray = np.full(n_arms, -1, dtype=np.int64)
 
     def _ema(self, name: str, touched: IntArray, mean: FloatArray, k: FloatArray) -> None:
         rate = self.fast if name.endswith("_fast") else self.slow
@@ -98,6 +104,9 @@ class ArmStats:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in _FLOAT_FIELDS + _INT_FIELDS:
             dtype = np.float64 if name in _FLOAT_FIELDS else np.int64
+            if name not in state and name in _ADDED_FIELDS:
+                setattr(self, name, np.full(self.n_arms, _ADDED_FIELDS[name], dtype=dtype))
+                continue
             value = np.asarray(state[name], dtype=dtype)
             if value.shape != (self.n_arms,):
                 raise ValueError(
