@@ -295,15 +295,12 @@ class Scheduler:
         result[probed] = (low - chance) / (1.0 - chance) >= self.config.tiers.mastered_at
         return result
 
-    def _latest_probe_bounds(
-        self, arm: IntArray, confidence: float | None = None
-    ) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """The Jeffreys interval (at ``confidence``, default ``tiers.confidence``) of these
-        arms' latest probes, and their families' chance levels."""
+    def _latest_probe_bounds(self, arm: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """The Jeffreys interval (at ``tiers.confidence``) of these arms' latest probes, and
+        their families' chance levels."""
         st = self.stats
         n = st.probe_n[arm].astype(np.float64)
-        level = self.config.tiers.confidence if confidence is None else confidence
-        low, high = binomial_interval(st.probe_score[arm] * n, n, level)
+        low, high = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
         return low, high, self.catalog.chance_success[self.catalog.family_of_arm[arm]]
 
     def _training_level(self) -> tuple[FloatArray, FloatArray]:
@@ -401,7 +398,8 @@ class Scheduler:
         if (need > 0).any():
             headroom = np.where(flagged, caps - result, 0.0)
             at_chance = det.quarantined & ~det.coin_flip
-            for group in (at_chance, ~det.quarantined, det.coin_flip):
+            mastered = ~det.quarantined  # of the flagged (headroom is 0 elsewhere)
+            for group in (at_chance, mastered, det.coin_flip):
                 room = np.where(group, headroom, 0.0)
                 total = np.bincount(dom, weights=room, minlength=cat.n_domains)
                 take = np.clip(need, 0.0, total)
@@ -819,10 +817,10 @@ class Scheduler:
         st = self.stats
         st.prev_probe_score[arm] = st.probe_score[arm]
         st.prev_probe_step[arm] = st.probe_step[arm]
-        self.stats.probe_score[arm] = sc
-        self.stats.probe_n[arm] = nn
+        st.probe_score[arm] = sc
+        st.probe_n[arm] = nn
+        st.probe_step[arm] = at
         self._probe_high = None
-        self.stats.probe_step[arm] = at
         if side:
             self._invalidate()
             return
