@@ -328,7 +328,6 @@ class Detectors:
         exempt: BoolArray | None = None,
         tier_flat: BoolArray | None = None,
         skilled: BoolArray | None = None,
-        training: tuple[FloatArray, FloatArray] | None = None,
     ) -> list[Event]:
         """Examine each family's newest probe (and training) points; return new events.
 
@@ -339,11 +338,7 @@ class Detectors:
         ``skilled``: families that have shown a skill outright (a separate-skill family with
         one tier credibly passing, clear of chance and of a coin's band): they get no
         unlearnable verdict (release still needs progress on the curve: a single lucky probe
-        of one tier must not free a coin flip).
-        ``training``: (successes, trials) of each family's recent training episodes at its
-        current tier. Read only where the probe set is too small ever to bound the level
-        near chance (half a window of one-item probes bounds it only under 0.27): there a
-        training pass rate credibly at chance, and not rising, stands in for the probes'."""
+        of one tier must not free a coin flip)."""
         if curves.n_families != self.n_families:
             raise ConfigError(
                 f"Detectors.update: curves have {curves.n_families} families, "
@@ -363,7 +358,7 @@ class Detectors:
         train = self._train.slope(2, cfg.alpha)
         flat = np.zeros(self.n_families, dtype=bool) if tier_flat is None else tier_flat
         shown = np.zeros(self.n_families, dtype=bool) if skilled is None else skilled
-        events += self._unlearnable(step, curves, new, slope, lo, hi, train, flat, shown, training)
+        events += self._unlearnable(step, curves, new, slope, lo, hi, train, flat, shown)
         held = self._quarantined if exempt is None else self._quarantined | exempt
         events += self._reward_hacking(step, curves, (new | tnew) & ~held, slope, lo, hi, train)
         self._seen_count = curves.count.copy()
@@ -497,7 +492,6 @@ class Detectors:
         train: tuple[FloatArray, FloatArray, FloatArray],
         tier_flat: BoolArray,
         skilled: BoolArray,
-        training: tuple[FloatArray, FloatArray] | None,
     ) -> list[Event]:
         cfg = self.config.unlearnable
         # The level is the pooled newer half of the window, with a Jeffreys interval, in
@@ -506,7 +500,6 @@ class Detectors:
         lb, ub = binomial_interval(k2, n2, self.config.alpha)
         level_ub = curves.normalize(ub)
         level_lb = curves.normalize(lb)
-        at_chance = level_ub <= cfg.chance_margin
         # Progress: a significantly positive slope, or a newer half of the window that passes
         # significantly more items than the older half (a two-proportion z-test; it keeps its
         # power on low, heavily tied scores where Theil-Sen bounds are wide).
@@ -536,18 +529,6 @@ class Detectors:
         # probe halves to show not even weak evidence of a rise (one-sided, coin_alpha).
         weak_rise = z > stats.norm.ppf(cfg.coin_alpha)
         coin_level = coin & (np.abs(probe_level - 0.5) <= cfg.coin_band) & ~weak_rise
-        if training is not None:
-            # Probes too thin to ever read "at chance" (even with no item passed): the
-            # training episodes at the same tier decide the level instead.
-            _, zero_ub = binomial_interval(np.zeros_like(n2), n2, self.config.alpha)
-            thin = curves.normalize(zero_ub) > cfg.chance_margin
-            _, train_ub = binomial_interval(training[0], training[1], self.config.alpha)
-            at_chance |= (
-                thin
-                & (curves.normalize(train_ub) <= cfg.chance_margin)
-                & (curves.normalize(np.nan_to_num(probe_level, nan=1.0)) <= cfg.chance_margin)
-                & ~(tlo > 0)  # and training not rising either
-            )
         probes = curves.since_reset
         cond = (
             new
@@ -555,7 +536,7 @@ class Detectors:
             & ~progressing
             & ~skilled
             & (
-                ((probes >= cfg.min_probes) & at_chance & ~falling)
+                ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin) & ~falling)
                 | ((probes >= cfg.coin_min_probes) & coin_level)
                 | ((probes >= cfg.flat_min_probes) & coin_level & tier_flat)
             )

@@ -305,18 +305,6 @@ class Scheduler:
         low, high = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
         return low, high, self.catalog.chance_success[self.catalog.family_of_arm[arm]]
 
-    def _training_level(self) -> tuple[FloatArray, FloatArray]:
-        """(successes, trials) per family at its current tier: the slow success EMA over its
-        effective sample, min(count, (2 - a) / a) episodes for rate a; no trials for a
-        family whose tiers are separate skills (it has no single current tier). The
-        detectors read it where a family's probe set is too small to judge its level."""
-        cat = self.catalog
-        arm = cat.arm_start[:-1] + self.tiers.tier
-        rate = self.config.ema_slow
-        trials = np.minimum(self.stats.count[arm], (2.0 - rate) / rate)
-        trials = np.where(cat.tier_separate, 0.0, trials)
-        return self.stats.success_slow[arm] * trials, trials
-
     def _per_family(self, x: npt.NDArray[Any]) -> FloatArray:
         """Sum a per-arm array over each family's arms."""
         cat = self.catalog
@@ -848,7 +836,6 @@ class Scheduler:
             exempt=self.mastered,
             tier_flat=self.tier_flat,
             skilled=self.skilled,
-            training=self._training_level(),
         )
         self._refresh_gates()
         self._invalidate()

@@ -336,26 +336,3 @@ def test_a_learner_crossing_a_half_is_rarely_taken_for_a_coin_flip() -> None:
         _, _, events = simulate(rise, train=train, families=100, rounds=40, seed=seed)
         quarantined += len(_fired(events, "quarantined"))
     assert quarantined <= 30  # of 300 (about 6 % measured; a third without the weak-rise test)
-
-
-def test_a_family_with_too_few_probe_items_is_judged_at_chance_by_its_training() -> None:
-    """Half a window of one-item probes bounds the level only under 0.27, so the probes
-    alone can never say "at chance"; training at chance decides it, and only there."""
-    groups = 4  # thin at chance | thin, training at 0.3 | thin, no training | thick, 0.2
-    per = 25
-    f = groups * per
-    kind = np.repeat(np.arange(groups), per)
-    n = np.where(kind == 3, 32, 1)
-    p = np.where(kind == 3, 0.2, 0.0)
-    trials = np.where(kind == 2, 0.0, 99.0)
-    successes = np.where(kind == 1, 0.3, 0.0) * trials
-    rng = np.random.default_rng(3)
-    curves = ProbeCurves(f, chance=np.zeros(f))
-    det = Detectors(_names(f))
-    fams = np.arange(f)
-    for t in range(40):
-        step = 100 * (t + 1)
-        curves.record(fams, rng.binomial(n, p) / n, n, np.full(f, step))
-        det.update(step, curves, training=(successes, trials))
-    quarantined = np.bincount(kind, weights=det.quarantined, minlength=groups)
-    assert quarantined.tolist() == [per, 0, 0, 0]
