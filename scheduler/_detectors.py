@@ -275,12 +275,6 @@ class Detectors:
         return _ro(self._quarantined)
 
     @property
-    def coin_flip(self) -> BoolArray:
-        """Quarantined as a coin flip (its rewards pay off about half the time, at random),
-        rather than for sitting at chance."""
-        return _ro(self._coin)
-
-    @property
     def regressing(self) -> BoolArray:
         return _ro(self._regressing)
 

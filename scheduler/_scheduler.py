@@ -362,39 +362,24 @@ class Scheduler:
 
         A cap, not a multiplier: a coin flip that a policy mistakes for progress is held to
         the floor however large its weight, and mass that quotas push around goes to the
-        families that can still learn. Where a domain's min_share cannot be met otherwise,
-        its flagged families' caps are raised, in order of what an episode there can still
-        teach: families quarantined at chance first (a family stuck below its easiest tier
-        looks the same, and may yet move), then mastered ones (nothing left to gain, but
-        harmless rehearsal), coin flips last (their rewards are noise). On the sparse
-        simulated learner the repository's min_shares lift flagged families to about a
-        tenth of all episodes (docs/benchmarks.md).
+        families that can still learn. Where a domain's min_share cannot be met otherwise
+        (all its families flagged), its flagged caps are raised evenly until it can.
         """
         cat = self.catalog
         n = cat.n_families
-        det = self.detectors
         flag_cap = np.full(n, np.inf)
         flag_cap[self.mastered] = self.config.tiers.mastered_weight / n
-        flag_cap[det.quarantined] = self.config.detectors.unlearnable.floor / n
+        flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
             return caps
-        result: FloatArray = np.where(flagged, np.minimum(caps, flag_cap), caps)
+        capped = np.where(flagged, np.minimum(caps, flag_cap), caps)
         dom = cat.domain_of_family
-        # What the domain's quota still needs from its flagged families beyond their caps.
-        need = cat.domain_min_share * 1.001 - np.bincount(
-            dom, weights=result, minlength=cat.n_domains
-        )
-        if (need > 0).any():
-            headroom = np.where(flagged, caps - result, 0.0)
-            at_chance = det.quarantined & ~det.coin_flip
-            mastered = ~det.quarantined  # of the flagged (headroom is 0 elsewhere)
-            for group in (at_chance, mastered, det.coin_flip):
-                room = np.where(group, headroom, 0.0)
-                total = np.bincount(dom, weights=room, minlength=cat.n_domains)
-                take = np.clip(need, 0.0, total)
-                result = result + room * (take / np.maximum(total, 1e-300))[dom]
-                need = need - take
+        free = np.bincount(dom, weights=np.where(flagged, 0.0, capped), minlength=cat.n_domains)
+        held = np.bincount(dom, weights=np.where(flagged, capped, 0.0), minlength=cat.n_domains)
+        need = cat.domain_min_share * 1.001 - free  # what the flagged ones must hold
+        scale = np.where(need > held, need / np.maximum(held, 1e-300), 1.0)[dom]
+        result: FloatArray = np.where(flagged, np.minimum(caps, capped * scale), capped)
         if result.sum() < 1.0:  # everything flagged: relax evenly rather than starve
             result = _fill_to_one(result, caps)
         return result

@@ -423,33 +423,6 @@ def test_a_left_tier_is_reviewed_on_a_credible_read_or_on_two_reads_under_retain
     assert sched.review_tier.tolist() == [0, -1, 1]
 
 
-def test_a_quota_lifts_flagged_families_by_what_they_can_still_teach() -> None:
-    """Where a domain's min_share needs its flagged families, the extra goes to families
-    quarantined at chance first, mastered ones next, coin flips last."""
-    cat = Catalog.synthetic(2, 4, 1, min_share=0.3)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(exploration_floor=0.0))
-    _master(sched, [2, 3], steps=40)  # domain 0: families 2 and 3 mastered
-    assert sched.mastered.tolist() == [False, False, True, True] + [False] * 4
-    # The detectors' verdicts, set directly: family 0 sits at chance, family 1 is a coin.
-    sched.detectors._quarantined[:2] = True
-    sched.detectors._coin[1] = True
-    sched._weights = None
-    family = sched.weights().family
-    n = cat.n_families
-    floor, mastered_cap = 0.05 / n, sched.config.tiers.mastered_weight / n
-    assert family[:4].sum() == pytest.approx(0.3, abs=1e-3)
-    assert family[1] == pytest.approx(floor)  # the coin flip keeps only its floor
-    assert family[2] == pytest.approx(mastered_cap) and family[3] == pytest.approx(mastered_cap)
-    assert family[0] == pytest.approx(0.3 - floor - 2 * mastered_cap, rel=1e-3)
-    # Past what the at-chance family may hold (its manifest cap), mastered ones come next.
-    object.__setattr__(cat, "family_max_share", np.where(np.arange(n) == 0, 0.1, 1.0))
-    sched._weights = None
-    family = sched.weights().family
-    assert family[0] == pytest.approx(0.1)
-    assert family[2] == pytest.approx(family[3]) and family[2] > mastered_cap
-    assert family[1] == pytest.approx(floor)
-
-
 def test_a_state_saved_before_previous_probes_were_kept_still_loads() -> None:
     cat = _catalog()
     sched = Scheduler(cat, "uniform", seed=1)
