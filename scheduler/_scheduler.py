@@ -816,11 +816,7 @@ class Scheduler:
         # probe could miss; the few episodes it is still drawn make a thin, lagging
         # training curve, which must not read as a hack.
         self._events += self.detectors.update(
-            at,
-            self.curves,
-            exempt=self.mastered,
-            tier_flat=self.tier_flat,
-            skilled=self.skilled,
+            at, self.curves, exempt=self.mastered, tier_flat=self.tier_flat, skilled=self.skilled
         )
         self._refresh_gates()
         self._invalidate()
