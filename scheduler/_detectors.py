@@ -104,6 +104,9 @@ class UnlearnableConfig:
     # passes as often as the current one (difficulty makes no difference: a coin flip)
     floor: float = 0.05  # weight_cap of a quarantined family, and its share cap in uniform
     # shares (floor / n_families); it is still sampled a little and probed
+    suspect_cap: float = 1.0  # share cap, in uniform shares, of a family whose next tier
+    # passes as often as its current one, both near a half (a coin-flip suspect), until
+    # it is judged; a large value turns the cap off
 
     def __post_init__(self) -> None:
         _need(self.min_probes >= 3, "unlearnable.min_probes", "must be >= 3", self.min_probes)
@@ -117,6 +120,8 @@ class UnlearnableConfig:
         _need(0 < self.coin_band <= 0.5, "unlearnable.coin_band", "must be in (0, 0.5]",
               self.coin_band)  # fmt: skip
         _need(0 <= self.floor <= 1, "unlearnable.floor", "must be in [0, 1]", self.floor)
+        _need(self.suspect_cap >= self.floor, "unlearnable.suspect_cap",
+              "must be >= unlearnable.floor", self.suspect_cap)  # fmt: skip
         _need(0.5 <= self.coin_alpha < 1, "unlearnable.coin_alpha", "must be in [0.5, 1)",
               self.coin_alpha)  # fmt: skip
         _need(self.flat_min_probes >= 2, "unlearnable.flat_min_probes", "must be >= 2",
@@ -522,7 +527,11 @@ class Detectors:
         # A learner crossing a half looks like a coin flip for a while; the verdict needs the
         # probe halves to show not even weak evidence of a rise (one-sided, coin_alpha).
         weak_rise = z > stats.norm.ppf(cfg.coin_alpha)
-        coin_level = coin & (np.abs(probe_level - 0.5) <= cfg.coin_band) & ~weak_rise
+        at_half = coin & (np.abs(probe_level - 0.5) <= cfg.coin_band)
+        coin_level = at_half & ~weak_rise
+        # Where the next tier up passes as often, the learner-crossing-a-half case is ruled
+        # out already (its harder tier would pass far less): only real progress blocks it.
+        flat_level = at_half & tier_flat
         probes = curves.since_reset
         cond = (
             new
@@ -532,11 +541,11 @@ class Detectors:
             & (
                 ((probes >= cfg.min_probes) & (level_ub <= cfg.chance_margin) & ~falling)
                 | ((probes >= cfg.coin_min_probes) & coin_level)
-                | ((probes >= cfg.flat_min_probes) & coin_level & tier_flat)
+                | ((probes >= cfg.flat_min_probes) & flat_level)
             )
         )
         self._confirm = np.where(new, np.where(cond, self._confirm + 1, 0), self._confirm)
-        coin_confirmed = coin_level & (self._confirm >= cfg.coin_confirm)
+        coin_confirmed = (coin_level | flat_level) & (self._confirm >= cfg.coin_confirm)
         confirmed = (self._confirm >= cfg.confirm) | coin_confirmed
         fire = cond & confirmed & ~self._quarantined
         # Release needs progress that has also carried the level credibly off chance, so a

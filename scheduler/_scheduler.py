@@ -163,6 +163,7 @@ class Scheduler:
         self._probe_high: FloatArray | None = None  # cache of _latest_probe_high()
         # cache of review_tier: (tier, last_change, result) it was computed for; probes clear it
         self._review: tuple[IntArray, IntArray, IntArray] | None = None
+        self._flat: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
         self._reward_span = catalog.reward_high - catalog.reward_low
 
     # ------------------------------------------------------------------ views
@@ -358,7 +359,10 @@ class Scheduler:
 
     def _cap_flagged(self, caps: FloatArray) -> FloatArray:
         """Hold quarantined and mastered families to a small share (``unlearnable.floor``,
-        ``tiers.mastered_weight``, in uniform shares) inside the projection.
+        ``tiers.mastered_weight``, in uniform shares) inside the projection, and families
+        that look like coin flips (``tier_flat``) to ``unlearnable.suspect_cap`` until the
+        detector has judged them: learning progress reads a coin's sampling noise as
+        progress and would give it about twice a fair share meanwhile.
 
         A cap, not a multiplier: a coin flip that a policy mistakes for progress is held to
         the floor however large its weight, and mass that quotas push around goes to the
@@ -368,6 +372,7 @@ class Scheduler:
         cat = self.catalog
         n = cat.n_families
         flag_cap = np.full(n, np.inf)
+        flag_cap[self.tier_flat] = self.config.detectors.unlearnable.suspect_cap / n
         flag_cap[self.mastered] = self.config.tiers.mastered_weight / n
         flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
@@ -795,8 +800,13 @@ class Scheduler:
         st.probe_score[arm] = sc
         st.probe_n[arm] = nn
         st.probe_step[arm] = at
-        self._probe_high = self._review = None
+        self._probe_high = self._review = self._flat = None
         if side:
+            ahead = tr > self.tiers.tier[fam]
+            if ahead.any():
+                st.pool_lookahead(
+                    arm[ahead], sc[ahead], nn[ahead], self.tiers.last_change[fam[ahead]], at
+                )
             self._invalidate()
             return
         # The training pass rate of the same arm, beside the probe: the hacking detector
@@ -938,29 +948,46 @@ class Scheduler:
 
     @property
     def tier_flat(self) -> npt.NDArray[np.bool_]:
-        """bool [n_families]: the current tier's and the next tier's latest probes (the latter
-        since the last tier change) both pass about half the time, and the harder one not
-        significantly less often."""
+        """bool [n_families]: the next tier up passes about as often as the current one.
+
+        Pooled evidence, so the verdict firms up round by round rather than flickering with
+        each probe: the current tier's probe window and every look-ahead probe of the next
+        tier since the latest tier change both pass about half the time (0.5 +-
+        ``unlearnable.coin_band``), and the harder tier not significantly less often
+        (one-sided 95 %). Cached until a probe or a tier change (every weight update reads
+        it, through the suspect cap)."""
+        cached, tiers = self._flat, self.tiers
+        if (
+            cached is not None
+            and np.array_equal(cached[0], tiers.tier)
+            and np.array_equal(cached[1], tiers.last_change)
+        ):
+            return cached[2]
         cat = self.catalog
+        st = self.stats
         band = self.config.detectors.unlearnable.coin_band
         has_up = self.tiers.tier < cat.n_tiers - 1
         current = cat.arm_start[:-1] + self.tiers.tier
         up = np.where(has_up, current + 1, current)
-        p_cur, p_up = self.stats.probe_score[current], self.stats.probe_score[up]
-        n_cur = np.maximum(self.stats.probe_n[current], 1)
-        n_up = np.maximum(self.stats.probe_n[up], 1)
-        with np.errstate(invalid="ignore"):
-            pool = (p_cur * n_cur + p_up * n_up) / (n_cur + n_up)
+        k_cur, n_cur = self.curves.pooled()
+        n_up = st.lookahead_n[up].astype(np.float64)
+        pooled_up = has_up & (n_up > 0) & (st.lookahead_from[up] >= self.tiers.last_change)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p_cur = k_cur / n_cur
+            p_up = st.lookahead_passed[up] / n_up
+            pool = (k_cur + st.lookahead_passed[up]) / (n_cur + n_up)
             se = np.sqrt(np.clip(pool * (1 - pool), 1e-12, None) * (1 / n_cur + 1 / n_up))
             harder = (p_cur - p_up) / se > 1.645  # one-sided 95 %: the next tier is harder
-        result: npt.NDArray[np.bool_] = (
-            has_up
-            & ~cat.tier_separate
-            & (self.stats.probe_step[up] >= self.tiers.last_change)
-            & (np.abs(p_cur - 0.5) <= band)
-            & (np.abs(p_up - 0.5) <= band)
-            & ~harder
-        )
+            result: npt.NDArray[np.bool_] = (
+                pooled_up
+                & ~cat.tier_separate
+                & (n_cur > 0)
+                & (np.abs(p_cur - 0.5) <= band)
+                & (np.abs(p_up - 0.5) <= band)
+                & ~harder
+            )
+        result.setflags(write=False)
+        self._flat = (tiers.tier.copy(), tiers.last_change.copy(), result)
         return result
 
     def retention_targets(self) -> tuple[IntArray, IntArray]:
@@ -1193,7 +1220,7 @@ class Scheduler:
             )
         try:
             self.stats.load_state_dict(state["stats"])
-            self._probe_high = self._review = None
+            self._probe_high = self._review = self._flat = None
             self.tiers.load_state_dict(state["tiers"])
             self.breakers.load_state_dict(state["breakers"])
             self.retries.load_state_dict(state["retries"])

@@ -19,10 +19,26 @@ _FLOAT_FIELDS = (
     "process_slow",
     "probe_score",
     "prev_probe_score",
+    "lookahead_passed",
 )
-_INT_FIELDS = ("count", "process_count", "last_step", "probe_n", "probe_step", "prev_probe_step")
+_INT_FIELDS = (
+    "count",
+    "process_count",
+    "last_step",
+    "probe_n",
+    "probe_step",
+    "prev_probe_step",
+    "lookahead_n",
+    "lookahead_from",
+)
 # Fields added after the first release: a state saved before them loads with these values.
-_ADDED_FIELDS: dict[str, float] = {"prev_probe_score": np.nan, "prev_probe_step": -1}
+_ADDED_FIELDS: dict[str, float] = {
+    "prev_probe_score": np.nan,
+    "prev_probe_step": -1,
+    "lookahead_passed": 0.0,
+    "lookahead_n": 0,
+    "lookahead_from": -1,
+}
 
 
 class ArmStats:
@@ -54,6 +70,24 @@ class ArmStats:
         # The probe before the latest (a left tier's review needs two reads under retain_at).
         self.prev_probe_score: FloatArray = np.full(n_arms, np.nan)
         self.prev_probe_step: IntArray = np.full(n_arms, -1, dtype=np.int64)
+        # Look-ahead probes of a tier above the family's current one, pooled since the first
+        # of them after its latest tier change (the coin-flip check weighs all of them).
+        self.lookahead_passed: FloatArray = np.zeros(n_arms)
+        self.lookahead_n: IntArray = np.zeros(n_arms, dtype=np.int64)
+        self.lookahead_from: IntArray = np.full(n_arms, -1, dtype=np.int64)
+
+    def pool_lookahead(
+        self, arm: IntArray, score: FloatArray, n: IntArray, since: IntArray, step: int
+    ) -> None:
+        """Add look-ahead probes; an arm whose pool predates ``since`` (its family's latest
+        tier change) starts a new pool at ``step``."""
+        stale = self.lookahead_from[arm] < since
+        restart = arm[stale]
+        self.lookahead_passed[restart] = 0.0
+        self.lookahead_n[restart] = 0
+        self.lookahead_from[restart] = step
+        np.add.at(self.lookahead_passed, arm, score * n)
+        np.add.at(self.lookahead_n, arm, n)
 
     def _ema(self, name: str, touched: IntArray, mean: FloatArray, k: FloatArray) -> None:
         rate = self.fast if name.endswith("_fast") else self.slow

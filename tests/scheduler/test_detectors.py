@@ -189,7 +189,20 @@ def test_a_coin_flip_at_chance_one_half_is_caught_early_by_the_look_ahead() -> N
     )
     fired = _fired(events, "quarantined")
     slow = UnlearnableConfig().min_probes
-    assert len(fired) >= 95 and np.median(list(fired.values())) <= flat_min + 2 < slow
+    # Where the tier above passes as often, only real progress blocks the verdict (not the
+    # weak-rise guard, which a coin trips one round in three): nine in ten are caught by
+    # two rounds after the earliest.
+    assert len(fired) == 100 and np.percentile(list(fired.values()), 90) <= flat_min + 2 < slow
+
+
+def test_a_learner_rising_through_a_half_is_not_quarantined_even_with_flat_tiers() -> None:
+    """Tiers of equal difficulty (tier_flat holds) and a family learning through a half:
+    its training rise and its probe halves keep it out of quarantine."""
+    rise: Rate = lambda t, rng, f: np.full(f, 0.35 + 0.01 * t)  # noqa: E731
+    _, det, events = simulate(
+        rise, train=rise, families=100, rounds=30, n=64, seed=4, tier_flat=True
+    )
+    assert not _fired(events, "quarantined") and not det.quarantined.any()
 
 
 def test_a_family_falling_from_a_skill_is_not_unlearnable() -> None:

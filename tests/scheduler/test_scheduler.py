@@ -404,6 +404,52 @@ def test_a_coin_flip_whose_harder_tier_passes_as_often_is_caught_early() -> None
     assert reasons == ["coin_flip"]
 
 
+def _flat_round(sched: Scheduler, current: list[float], up: list[float], n: int = 32) -> None:
+    """One probe round: the current tiers, then the tier above as side (look-ahead) probes."""
+    fams = np.arange(len(current))
+    tiers = sched.tiers.tier.copy()
+    sched.record_probes(fams, current, tiers=tiers, n=[n] * fams.size)
+    sched.record_probes(fams, up, tiers=tiers + 1, n=[n] * fams.size, side=True)
+
+
+def test_tier_flat_weighs_every_look_ahead_since_the_tier_changed() -> None:
+    """One unlucky look-ahead read (8/32 against 16/32) would call the next tier harder;
+    pooled with the reads before it, it does not. A next tier that pools lower is harder.
+    A tier change starts a new pool."""
+    cat = Catalog.synthetic(1, 2, 3)
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=TierConfig(cooldown_steps=0)))
+    for _ in range(4):
+        _flat_round(sched, [0.5, 0.5], [0.5, 0.3])
+    assert sched.tier_flat.tolist() == [True, False]
+    assert sched.stats.lookahead_n[[1, 4]].tolist() == [128, 128]
+    _flat_round(sched, [0.5, 0.5], [0.25, 0.5])
+    assert sched.tier_flat.tolist() == [True, False]  # 0.25 alone: z = 2.0, "harder"
+    for _ in range(10):  # family 0 masters its tier and is promoted
+        if sched.tiers.tier[0]:
+            break
+        sched.record_probes([0], [1.0], tiers=[0], n=[32])
+    assert sched.tiers.tier.tolist() == [1, 0] and not sched.tier_flat[0]
+    sched.record_probes([0], [0.5], tiers=[2], n=[32], side=True)
+    assert sched.stats.lookahead_n[2] == 32  # a new pool for the new next tier
+
+
+def test_a_coin_flip_suspect_gets_no_more_than_a_fair_share_until_judged() -> None:
+    """Family 0's next tier passes as often as its current one, both near a half: however
+    much the policy wants it, it is held to ``unlearnable.suspect_cap`` uniform shares.
+    Family 1, its next tier clearly harder, keeps what the policy gives it."""
+    cat = Catalog.synthetic(2, 2, 3)
+    object.__setattr__(cat, "family_weight", np.array([100.0, 100.0, 1.0, 1.0]))
+    sched = Scheduler(cat, "static", config=SchedulerConfig(exploration_floor=0.0))
+    assert sched.weights().family[0] > 0.45
+    for _ in range(2):
+        _flat_round(sched, [0.5] * 4, [0.5, 0.05, 0.05, 0.05])
+    assert sched.tier_flat.tolist() == [True, False, False, False]
+    cap = sched.config.detectors.unlearnable.suspect_cap / cat.n_families
+    w = sched.weights()
+    assert w.family[0] == pytest.approx(cap) and w.family[1] > 0.9 - cap
+    assert not sched.detectors.quarantined.any()
+
+
 def test_a_left_tier_is_reviewed_on_a_credible_read_or_on_two_reads_under_retain_at() -> None:
     """A 32-item probe of a tier held at 93 % reads 28/32 nearly one time in five: one such
     read is no evidence of forgetting. It puts the tier first in line for the next
@@ -428,9 +474,12 @@ def test_a_state_saved_before_previous_probes_were_kept_still_loads() -> None:
     sched = Scheduler(cat, "uniform", seed=1)
     _play(sched, 10, probe_every=3)
     state = sched.state_dict()
-    del state["stats"]["prev_probe_score"], state["stats"]["prev_probe_step"]
+    added = ("prev_probe_score", "prev_probe_step", "lookahead_passed", "lookahead_n")
+    for name in (*added, "lookahead_from"):
+        del state["stats"][name]
     again = Scheduler(cat, "uniform", seed=1)
     again.load_state_dict(state)
     assert np.isnan(again.stats.prev_probe_score).all()
     assert (again.stats.prev_probe_step == -1).all()
+    assert (again.stats.lookahead_n == 0).all() and (again.stats.lookahead_from == -1).all()
     np.testing.assert_array_equal(again.stats.probe_score, sched.stats.probe_score)
