@@ -69,6 +69,11 @@ class ProbeSnapshot:
     last_probe_step: IntArray  # int64 [n_families], -1 when never probed
     change: FloatArray  # float64 [n_families], |slope| or |ema_fast - ema_slow|; NaN = unknown
     allowed: BoolArray | None = None  # bool [n_families], e.g. breakers.probe_allowed
+    # Probes besides each family's probe tier, most urgent first (Scheduler.side_targets():
+    # a tier left behind, the tier above a family at a half); their results stay off the
+    # probe curves. int64 [k] each, or None for none.
+    side_families: IntArray | None = None
+    side_tiers: IntArray | None = None
 
     def validate(self, n_families: int) -> None:
         for name in ("tiers", "weights", "last_probe_step", "change", "allowed"):
@@ -77,6 +82,18 @@ class ProbeSnapshot:
                 raise ValueError(
                     f"ProbeSnapshot.{name}: shape {np.shape(arr)}, expected ({n_families},)"
                 )
+        side_f, side_t = self.side_families, self.side_tiers
+        if side_f is None and side_t is None:
+            return
+        if (
+            side_f is None
+            or side_t is None
+            or np.ndim(side_f) != 1
+            or (np.shape(side_f) != np.shape(side_t))
+        ):
+            raise ValueError("ProbeSnapshot.side_families, side_tiers: need two aligned 1-D arrays")
+        if np.size(side_f) and not (np.min(side_f) >= 0 and np.max(side_f) < n_families):
+            raise ValueError(f"ProbeSnapshot.side_families: ids must be in [0, {n_families})")
 
 
 @dataclass(frozen=True)
@@ -100,6 +117,7 @@ class ProbeResults:
     errors: tuple[str, ...]  # [m], "" where ok
     step: IntArray  # int64 [m], the snapshot step the probe was started at
     elapsed_s: FloatArray  # float64 [m], seconds from start to result (or to the timeout)
+    side: BoolArray  # bool [m], a side probe (ProbeSnapshot.side_families), off the curves
 
     def __len__(self) -> int:
         return int(self.families.shape[0])
@@ -128,6 +146,7 @@ class _Call:
     tier: int
     step: int
     submitted: float
+    side: bool = False
     started: float | None = None
     future: Future[Any] | None = None
     abandoned: bool = False
@@ -135,6 +154,10 @@ class _Call:
 
 class ProbeRunner:
     """Runs ``probe_fn(family_name, tier) -> score | (score, n)`` in rounds, in threads.
+
+    Each round probes up to ``budget`` families at their snapshot tier, by priority, and up
+    to ``side_budget`` (default: ``budget``) of the snapshot's side targets in their order
+    (0 turns side probes off).
 
     >>> runner = ProbeRunner(probe_fn, catalog.family_names, budget=8, every_steps=50)
     >>> runner.maybe_run(snapshot)          # training thread, between steps
@@ -155,6 +178,7 @@ class ProbeRunner:
         max_attempts: int = 3,
         every_steps: int | None = None,
         priority: PriorityWeights | None = None,
+        side_budget: int | None = None,
     ) -> None:
         checks: tuple[tuple[str, object, bool, str], ...] = (
             ("budget", budget, budget >= 1, "must be >= 1"),
@@ -169,6 +193,7 @@ class ProbeRunner:
             ),
             ("max_attempts", max_attempts, max_attempts >= 1, "must be >= 1"),
             ("every_steps", every_steps, every_steps is None or every_steps >= 1, "must be >= 1"),
+            ("side_budget", side_budget, side_budget is None or side_budget >= 0, "must be >= 0"),
         )
         for name, value, ok, rule in checks:
             if not ok:
@@ -176,6 +201,7 @@ class ProbeRunner:
         self.probe_fn = probe_fn
         self.family_names = tuple(family_names)
         self.budget = int(budget)
+        self.side_budget = self.budget if side_budget is None else int(side_budget)
         self.timeout_s = float(timeout_s)
         self.retry_backoff_s = float(retry_backoff_s)
         self.max_backoff_s = float(max_backoff_s)
@@ -187,9 +213,10 @@ class ProbeRunner:
         self._fail_streak = np.zeros(n, dtype=np.int64)  # int64 [n_families], failed in a row
         self._next_ok = np.zeros(n, dtype=np.float64)  # float64 [n_f], monotonic time eligible
         self._in_flight = np.zeros(n, dtype=bool)  # bool [n_families], a call not yet returned
+        self._side_in_flight: set[tuple[int, int]] = set()  # (family, tier) side calls
         self._calls: dict[int, _Call] = {}
         self._next_id = 0
-        self._inbox: list[tuple[int, int, float, int, bool, str, int, float]] = []
+        self._inbox: list[tuple[int, int, float, int, bool, str, int, float, bool]] = []
         self._snapshot: ProbeSnapshot | None = None
         self._last_round_step: int | None = None
         self._stopped = False
@@ -219,9 +246,10 @@ class ProbeRunner:
                 return np.zeros(0, dtype=np.int64)
             self._last_round_step = int(snapshot.step)
             self._counters["rounds"] += 1
-            eligible = ~self._in_flight & (self._next_ok <= now)
+            ready = self._next_ok <= now
             if snapshot.allowed is not None:
-                eligible &= np.asarray(snapshot.allowed, dtype=bool)
+                ready &= np.asarray(snapshot.allowed, dtype=bool)
+            eligible = ready & ~self._in_flight
             score = priority_scores(snapshot, self.priority)
             retry = (self._fail_streak > 0) & (self._fail_streak < self.max_attempts)
             key = score + retry * (float(np.ptp(score)) + 1.0)  # pending retries go first
@@ -237,9 +265,31 @@ class ProbeRunner:
                 self._calls[self._next_id] = _Call(f, t, int(snapshot.step), now)
                 ids.append(self._next_id)
                 self._next_id += 1
+            for f, t in self._side_calls(snapshot, ready):
+                self._side_in_flight.add((f, t))
+                self._calls[self._next_id] = _Call(f, t, int(snapshot.step), now, side=True)
+                ids.append(self._next_id)
+                self._next_id += 1
         for call_id in ids:
             self._submit(call_id)
         return chosen
+
+    def _side_calls(self, snapshot: ProbeSnapshot, ready: BoolArray) -> list[tuple[int, int]]:
+        """The snapshot's side targets to start now, in its order: families not backing off
+        or blocked, no such probe in flight, at most ``side_budget`` (lock held)."""
+        if snapshot.side_families is None or snapshot.side_tiers is None or not self.side_budget:
+            return []
+        calls: list[tuple[int, int]] = []
+        for f, t in zip(
+            np.asarray(snapshot.side_families, dtype=np.int64).tolist(),
+            np.asarray(snapshot.side_tiers, dtype=np.int64).tolist(),
+            strict=True,
+        ):
+            if len(calls) == self.side_budget:
+                break
+            if ready[f] and (f, t) not in self._side_in_flight and (f, t) not in calls:
+                calls.append((f, t))
+        return calls
 
     def _submit(self, call_id: int) -> None:
         call = self._calls[call_id]
@@ -248,7 +298,7 @@ class ProbeRunner:
         except RuntimeError:  # the pool was shut down by stop() meanwhile
             with self._lock:
                 self._calls.pop(call_id, None)
-                self._in_flight[call.family] = False
+                self._release(call)
             return
         with self._lock:
             call.future = future
@@ -267,7 +317,7 @@ class ProbeRunner:
             call = self._calls.pop(call_id, None)
             if call is None:
                 return
-            self._in_flight[call.family] = False
+            self._release(call)
             if future.cancelled():
                 self._counters["skipped"] += 1
                 return
@@ -287,6 +337,13 @@ class ProbeRunner:
                     self._post(call, _parse(future.result()), "", now)
                 except (TypeError, ValueError) as bad:
                     self._post(call, None, f"bad return value: {bad}", now)
+
+    def _release(self, call: _Call) -> None:
+        """The call no longer occupies its family (or its side slot); lock held."""
+        if call.side:
+            self._side_in_flight.discard((call.family, call.tier))
+        else:
+            self._in_flight[call.family] = False
 
     def _post(self, call: _Call, value: tuple[float, int] | None, error: str, now: float) -> None:
         """Put one result in the inbox and update the family's backoff (lock held)."""
@@ -312,7 +369,8 @@ class ProbeRunner:
                 wait,
                 error,
             )
-        self._inbox.append((f, call.tier, score, n, value is not None, error, call.step, elapsed))
+        row = (f, call.tier, score, n, value is not None, error, call.step, elapsed, call.side)
+        self._inbox.append(row)
 
     def _reap(self) -> None:
         """Give up on calls past their deadline (the thread runs on; its result is ignored)."""
@@ -342,7 +400,7 @@ class ProbeRunner:
             rows, self._inbox = self._inbox, []
         if not rows:
             return _empty()
-        f, t, s, n, ok, err, step, el = zip(*rows, strict=True)
+        f, t, s, n, ok, err, step, el, side = zip(*rows, strict=True)
         return ProbeResults(
             families=np.array(f, dtype=np.int64),
             tiers=np.array(t, dtype=np.int64),
@@ -352,6 +410,7 @@ class ProbeRunner:
             errors=tuple(err),
             step=np.array(step, dtype=np.int64),
             elapsed_s=np.array(el, dtype=np.float64),
+            side=np.array(side, dtype=bool),
         )
 
     @property
@@ -382,6 +441,12 @@ class ProbeRunner:
             last_probe_step=np.array(snapshot.last_probe_step, dtype=np.int64),
             change=np.array(snapshot.change, dtype=np.float64),
             allowed=None if snapshot.allowed is None else np.array(snapshot.allowed, dtype=bool),
+            side_families=None
+            if snapshot.side_families is None
+            else np.array(snapshot.side_families, dtype=np.int64),
+            side_tiers=None
+            if snapshot.side_tiers is None
+            else np.array(snapshot.side_tiers, dtype=np.int64),
         )
         with self._lock:
             self._snapshot = copy
@@ -505,4 +570,5 @@ def _empty() -> ProbeResults:
         errors=(),
         step=z.copy(),
         elapsed_s=np.zeros(0),
+        side=np.zeros(0, dtype=bool),
     )

@@ -1129,12 +1129,15 @@ class Scheduler:
         return result
 
     def probe_snapshot(self) -> ProbeSnapshot:
-        """What a ProbeRunner needs to choose the next families to probe (copied now)."""
+        """What a ProbeRunner needs to choose the next families to probe, and the side
+        targets (a left tier, the tier above a family at a half) to probe besides (copied
+        now)."""
         cat = self.catalog
         tiers = self.probe_tier
         current = cat.arm_start[:-1] + tiers
         slope, _, _ = self.curves.slope()
         drift = np.abs(self.stats.success_fast[current] - self.stats.success_slow[current])
+        side_families, side_tiers = self.side_targets()
         return ProbeSnapshot(
             step=self.step,
             tiers=tiers,
@@ -1142,19 +1145,27 @@ class Scheduler:
             last_probe_step=self.stats.probe_step[current].copy(),
             change=np.where(np.isfinite(slope), np.abs(slope) * self.config.probe_window, drift),
             allowed=self.breakers.probe_allowed.copy(),
+            side_families=side_families,
+            side_tiers=side_tiers,
         )
 
     def apply_probe_results(self, results: ProbeResults) -> None:
-        """Record what a ProbeRunner drained: scores of the probes that succeeded, and every
-        success or failure for the breakers. Call it from the training thread, between
-        steps (``runner.drain()`` is the thread-safe hand-over)."""
+        """Record what a ProbeRunner drained: scores of the probes that succeeded (the side
+        probes after the others, off the curves, as in ``probe_round``), and every success
+        or failure for the breakers. Call it from the training thread, between steps
+        (``runner.drain()`` is the thread-safe hand-over)."""
         if len(results) == 0:
             return
-        ok = results.ok
-        if ok.any():
-            self.record_probes(
-                results.families[ok], results.scores[ok], tiers=results.tiers[ok], n=results.n[ok]
-            )
+        for side in (False, True):
+            ok = results.ok & (results.side == side)
+            if ok.any():
+                self.record_probes(
+                    results.families[ok],
+                    results.scores[ok],
+                    tiers=results.tiers[ok],
+                    n=results.n[ok],
+                    side=side,
+                )
         self._events += self.breakers.record_probe_results(results.families, ok, self.step)
         self._refresh_gates()
 
