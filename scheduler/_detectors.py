@@ -105,8 +105,8 @@ class UnlearnableConfig:
     floor: float = 0.05  # weight_cap of a quarantined family, and its share cap in uniform
     # shares (floor / n_families); it is still sampled a little and probed
     suspect_cap: float = 1.0  # share cap, in uniform shares, of a family whose next tier
-    # passes as often as its current one, both near a half (a coin-flip suspect), until
-    # it is judged; a large value turns the cap off
+    # passes as often as its current one, both near a half, with chance below the coin band
+    # (a coin-flip suspect), until it is judged; a large value turns the cap off
 
     def __post_init__(self) -> None:
         _need(self.min_probes >= 3, "unlearnable.min_probes", "must be >= 3", self.min_probes)

@@ -360,9 +360,10 @@ class Scheduler:
     def _cap_flagged(self, caps: FloatArray) -> FloatArray:
         """Hold quarantined and mastered families to a small share (``unlearnable.floor``,
         ``tiers.mastered_weight``, in uniform shares) inside the projection, and families
-        that look like coin flips (``tier_flat``) to ``unlearnable.suspect_cap`` until the
-        detector has judged them: learning progress reads a coin's sampling noise as
-        progress and would give it about twice a fair share meanwhile.
+        that look like coin flips (``tier_flat``, where the coin band lies above chance) to
+        ``unlearnable.suspect_cap`` until the detector has judged them: learning progress
+        reads a coin's sampling noise as progress and would give it about twice a fair
+        share meanwhile.
 
         A cap, not a multiplier: a coin flip that a policy mistakes for progress is held to
         the floor however large its weight, and mass that quotas push around goes to the
@@ -372,7 +373,11 @@ class Scheduler:
         cat = self.catalog
         n = cat.n_families
         flag_cap = np.full(n, np.inf)
-        flag_cap[self.tier_flat] = self.config.detectors.unlearnable.suspect_cap / n
+        unlearnable = self.config.detectors.unlearnable
+        # Only where a half is clear of chance: with binary labels (chance 1/2) a family not
+        # learning yet passes half the time at every tier too, and must not be held back.
+        suspect = self.tier_flat & (cat.chance_success < 0.5 - unlearnable.coin_band)
+        flag_cap[suspect] = unlearnable.suspect_cap / n
         flag_cap[self.mastered] = self.config.tiers.mastered_weight / n
         flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
