@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+_T = TypeVar("_T")
 
 STATE_FORMAT = 1
 _COUNTED = (int(Status.OK), int(Status.FAILED))
@@ -951,6 +952,16 @@ class Scheduler:
         families = np.flatnonzero(coin_like)
         return families, self.tiers.tier[families] + 1
 
+    def _cached_for_tiers(self, cached: tuple[IntArray, IntArray, _T] | None) -> _T | None:
+        """A cached result if it was computed for the current tiers (probes clear it)."""
+        if (
+            cached is not None
+            and np.array_equal(cached[0], self.tiers.tier)
+            and np.array_equal(cached[1], self.tiers.last_change)
+        ):
+            return cached[2]
+        return None
+
     @property
     def tier_flat(self) -> npt.NDArray[np.bool_]:
         """bool [n_families]: the next tier up passes about as often as the current one.
@@ -961,13 +972,9 @@ class Scheduler:
         ``unlearnable.coin_band``), and the harder tier not significantly less often
         (one-sided 95 %). Cached until a probe or a tier change (every weight update reads
         it, through the suspect cap)."""
-        cached, tiers = self._flat, self.tiers
-        if (
-            cached is not None
-            and np.array_equal(cached[0], tiers.tier)
-            and np.array_equal(cached[1], tiers.last_change)
-        ):
-            return cached[2]
+        hit = self._cached_for_tiers(self._flat)
+        if hit is not None:
+            return hit
         cat = self.catalog
         st = self.stats
         band = self.config.detectors.unlearnable.coin_band
@@ -992,7 +999,7 @@ class Scheduler:
                 & ~harder
             )
         result.setflags(write=False)
-        self._flat = (tiers.tier.copy(), tiers.last_change.copy(), result)
+        self._flat = (self.tiers.tier.copy(), self.tiers.last_change.copy(), result)
         return result
 
     def retention_targets(self) -> tuple[IntArray, IntArray]:
@@ -1118,19 +1125,15 @@ class Scheduler:
         ``tiers.retain_at`` (forgotten, or never consolidated); -1 where none. Review draws
         go there. Cached until a probe or a tier change: every draw reads it, and it is a
         few passes over all arms (a fifth of a 100,000-arm step with ``weights_every``)."""
-        cached, tiers = self._review, self.tiers
-        if (
-            cached is not None
-            and np.array_equal(cached[0], tiers.tier)
-            and np.array_equal(cached[1], tiers.last_change)
-        ):
-            return cached[2]
+        hit = self._cached_for_tiers(self._review)
+        if hit is not None:
+            return hit
         cat = self.catalog
         tier = np.where(self._unretained_arms(), cat.tier_of_arm, np.iinfo(np.int64).max)
         lowest = np.minimum.reduceat(tier, cat.arm_start[:-1])
         result: IntArray = np.where(lowest == np.iinfo(np.int64).max, -1, lowest)
         result.setflags(write=False)
-        self._review = (tiers.tier.copy(), tiers.last_change.copy(), result)
+        self._review = (self.tiers.tier.copy(), self.tiers.last_change.copy(), result)
         return result
 
     def probe_snapshot(self) -> ProbeSnapshot:
