@@ -333,7 +333,8 @@ class Detectors:
         ``exempt``: families the caller holds to a floor for another reason (the scheduler's
         mastered ones); no reward-hacking verdict is drawn on their thin training curve.
         ``tier_flat``: families whose next tier up, probed, passes as often as the current
-        one, both near a half; their coin verdict needs only ``flat_min_probes`` probes.
+        one, both near a half and clear of chance (``Scheduler.tier_flat``); their coin
+        verdict needs only ``flat_min_probes`` probes and no weak-rise check.
         ``skilled``: families that have shown a skill outright (a separate-skill family with
         one tier credibly passing, clear of chance and of a coin's band): they get no
         unlearnable verdict (release still needs progress on the curve: a single lucky probe
@@ -531,7 +532,7 @@ class Detectors:
         coin_level = at_half & ~weak_rise
         # Where the next tier up passes as often, the learner-crossing-a-half case is ruled
         # out already (its harder tier would pass far less): only real progress blocks it.
-        flat_level = at_half & tier_flat
+        flat_level = tier_flat & at_half
         probes = curves.since_reset
         cond = (
             new

@@ -361,8 +361,8 @@ class Scheduler:
     def _cap_flagged(self, caps: FloatArray) -> FloatArray:
         """Hold quarantined and mastered families to a small share (``unlearnable.floor``,
         ``tiers.mastered_weight``, in uniform shares) inside the projection, and families
-        that look like coin flips (``tier_flat``, where the coin band lies above chance) to
-        ``unlearnable.suspect_cap`` until the detector has judged them: learning progress
+        that look like coin flips (``tier_flat``) to ``unlearnable.suspect_cap`` until the
+        detector has judged them: learning progress
         reads a coin's sampling noise as progress and would give it about twice a fair
         share meanwhile.
 
@@ -374,11 +374,7 @@ class Scheduler:
         cat = self.catalog
         n = cat.n_families
         flag_cap = np.full(n, np.inf)
-        unlearnable = self.config.detectors.unlearnable
-        # Only where a half is clear of chance: with binary labels (chance 1/2) a family not
-        # learning yet passes half the time at every tier too, and must not be held back.
-        suspect = self.tier_flat & (cat.chance_success < 0.5 - unlearnable.coin_band)
-        flag_cap[suspect] = unlearnable.suspect_cap / n
+        flag_cap[self.tier_flat] = self.config.detectors.unlearnable.suspect_cap / n
         flag_cap[self.mastered] = self.config.tiers.mastered_weight / n
         flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
@@ -934,7 +930,8 @@ class Scheduler:
 
     def lookahead_targets(self) -> tuple[IntArray, IntArray]:
         """(families, tiers): the tier above, for families not quarantined whose latest probe
-        at the current tier passes about half the time (0.5 +- ``unlearnable.coin_band``).
+        at the current tier passes about half the time (0.5 +- ``unlearnable.coin_band``),
+        where that band is clear of chance (``_coin_clear_of_chance``).
 
         A harder tier that passes just as often says difficulty makes no difference: the
         signature of a coin flip, which the detector then needs far fewer rounds to trust
@@ -945,6 +942,7 @@ class Scheduler:
         score = self.stats.probe_score[current]
         coin_like = (
             (self.tiers.tier < cat.n_tiers - 1)
+            & self._coin_clear_of_chance
             & ~cat.tier_separate  # (separate skills differ by design, not by difficulty)
             & ~self.detectors.quarantined
             & (np.abs(np.nan_to_num(score, nan=0.0) - 0.5) <= band)
@@ -961,6 +959,17 @@ class Scheduler:
         ):
             return cached[2]
         return None
+
+    @property
+    def _coin_clear_of_chance(self) -> npt.NDArray[np.bool_]:
+        """bool [n_families]: the coin band (0.5 +- ``unlearnable.coin_band``) lies above
+        the family's chance level. Elsewhere (binary labels) a family that has not started
+        learning also passes half the time at every tier: a flat look-ahead says nothing
+        there (on the torch benchmark's nested suite it quarantined parities that had not
+        started yet), and such families are left to the slow rules."""
+        band = self.config.detectors.unlearnable.coin_band
+        result: npt.NDArray[np.bool_] = self.catalog.chance_success < 0.5 - band
+        return result
 
     @property
     def tier_flat(self) -> npt.NDArray[np.bool_]:
@@ -992,6 +1001,7 @@ class Scheduler:
             harder = (p_cur - p_up) / se > 1.645  # one-sided 95 %: the next tier is harder
             result: npt.NDArray[np.bool_] = (
                 pooled_up
+                & self._coin_clear_of_chance
                 & ~cat.tier_separate
                 & (n_cur > 0)
                 & (np.abs(p_cur - 0.5) <= band)
