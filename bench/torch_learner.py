@@ -305,6 +305,9 @@ class RunResult:
     kind_share: list[float] = field(default_factory=list)  # episodes per kind (KINDS order)
     final_accuracy: list[list[float]] = field(default_factory=list)  # [kind][tier] at stop
     final_tiers: list[float] = field(default_factory=list)  # mean scheduler tier per kind
+    # families of each kind ever quarantined as unlearnable (a learnable one is a false
+    # verdict); empty for the fixed mix
+    quarantined: list[int] = field(default_factory=list)
 
 
 class Learner:
@@ -454,9 +457,15 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
                 reached = step
     episodes = max(int(by_kind.sum()), 1)
     final_tiers: list[float] = []
-    if sched is not None and not split:
-        cur = sched.tiers.tier
-        final_tiers = [float(cur[kind == k].mean()) for k in range(len(KINDS))]
+    quarantined: list[int] = []
+    if sched is not None:
+        if not split:
+            cur = sched.tiers.tier
+            final_tiers = [float(cur[kind == k].mean()) for k in range(len(KINDS))]
+        names = {e.family for e in sched.drain_events() if e.kind == "quarantined"}
+        ids = np.array([catalog.family_id(f) for f in names if f is not None], dtype=np.int64)
+        of_kind = kind[ids // n_tiers] if split else kind[ids]  # split: family = (fam, tier)
+        quarantined = np.bincount(of_kind, minlength=len(KINDS)).tolist()
     return RunResult(
         policy=runner,
         seed=seed,
@@ -469,6 +478,7 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
         kind_share=(by_kind / episodes).tolist(),
         final_accuracy=[acc[suite.kind == k].mean(0).tolist() for k in range(len(KINDS))],
         final_tiers=final_tiers,
+        quarantined=quarantined,
     )
 
 
@@ -608,11 +618,15 @@ def table(results: Sequence[RunResult], max_steps: int, target: float) -> str:
             Stat.of_values([r.final for r in mine]).fmt(),
             Stat.of_values([100 * r.waste for r in mine]).fmt(1),
             " / ".join(f"{100 * s:.0f}" for s in shares) or "—",
+            " / ".join(str(int(q)) for q in np.sum([r.quarantined for r in mine], axis=0))
+            if mine[0].quarantined
+            else "—",
             Stat.of_values([r.seconds for r in mine]).fmt(1),
         ]
         rows.append(row)
     header = ["runner", *[f"steps to {m:g}" for m in marks], f"vs uniform at {target:g}"]
-    header += ["score at stop", "waste %", "episodes % par/maj/noise/copy", "seconds/run"]
+    header += ["score at stop", "waste %", "episodes % par/maj/noise/copy"]
+    header += ["quarantined par/maj/noise/copy (all seeds)", "seconds/run"]
     return markdown_table(header, rows)
 
 
