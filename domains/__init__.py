@@ -1,5 +1,6 @@
 """Domain manifests: schema, loading with file:line errors, and the Catalog array view."""
 
+from ._advice import MIN_PROBE_ITEMS, thin_probe_notes
 from ._build import build_catalog, load_catalog
 from ._catalog import Catalog, VariantPool
 from ._checks import canonical_hash
@@ -17,6 +18,7 @@ from ._schema import (
 )
 
 __all__ = [
+    "MIN_PROBE_ITEMS",
     "Catalog",
     "CurriculumError",
     "DomainSpec",
@@ -36,4 +38,5 @@ __all__ = [
     "load_catalog",
     "load_manifests",
     "manifest_json_schema",
+    "thin_probe_notes",
 ]

@@ -31,10 +31,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from domains import load_catalog
+    from domains import build_catalog, load_manifests, thin_probe_notes
 
     try:
-        catalog = load_catalog(*args.paths)
+        manifests = load_manifests(*args.paths)
+        catalog = build_catalog(manifests)
     except ManifestError as exc:
         files = {p.file for p in exc.problems}
         for problem in exc.problems:
@@ -51,6 +52,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         f"quotas feasible: sum of min_share {s['min_share_sum']:.3f} <= 1 <= "
         f"sum of max_share {s['max_share_sum']:.3f}"
     )
+    notes = thin_probe_notes(manifests)
+    for note in notes:
+        err.print(f"note: {note}", markup=False)
+    if notes:
+        err.print(f"{len(notes)} note(s): the manifests load, but see above")
     return EXIT_OK
 
 

@@ -53,6 +53,32 @@ def test_validate_reports_file_line_and_field(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_validate_notes_a_probe_set_too_small_to_judge(tmp_path: Path) -> None:
+    """A valid manifest loads (exit 0), but a one-item probe set gets a note with its
+    file:line and field; three items get none."""
+    thin = tmp_path / "thin.yaml"
+    thin.write_text(
+        "domains:\n"
+        "  - name: coding\n"
+        "    families:\n"
+        "      - name: upgrade\n"
+        "        environment: sandbox\n"
+        "        verification: ci\n"
+        "        variants: [{pkg: a}, {pkg: b}]\n"
+        "        probe: {items: [{pkg: c}]}\n"
+        "      - name: repair\n"
+        "        environment: sandbox\n"
+        "        verification: tests\n"
+        "        variants: [{bug: a}]\n"
+        "        probe: {size: 3}\n"
+    )
+    result = run("validate", str(thin))
+    assert result.returncode == 0, result.stderr
+    assert f"note: {thin}:8:" in result.stderr
+    assert "domains[0].families[0].probe: probe set of 1 item" in result.stderr
+    assert "families[1]" not in result.stderr and "1 note(s)" in result.stderr
+
+
 def test_schema_is_json() -> None:
     result = run("schema")
     assert result.returncode == 0
