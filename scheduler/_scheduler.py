@@ -1175,16 +1175,16 @@ class Scheduler:
         if len(results) == 0:
             return
         for side in (False, True):
-            ok = results.ok & (results.side == side)
-            if ok.any():
+            keep = results.ok & (results.side == side)
+            if keep.any():
                 self.record_probes(
-                    results.families[ok],
-                    results.scores[ok],
-                    tiers=results.tiers[ok],
-                    n=results.n[ok],
+                    results.families[keep],
+                    results.scores[keep],
+                    tiers=results.tiers[keep],
+                    n=results.n[keep],
                     side=side,
                 )
-        self._events += self.breakers.record_probe_results(results.families, ok, self.step)
+        self._events += self.breakers.record_probe_results(results.families, results.ok, self.step)
         self._refresh_gates()
 
     # ------------------------------------------------------------------ events

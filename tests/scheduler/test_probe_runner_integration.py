@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from domains import Catalog
-from scheduler import BreakerConfig, ProbeRunner, Scheduler, SchedulerConfig
+from scheduler import BreakerConfig, ProbeResults, ProbeRunner, Scheduler, SchedulerConfig
 
 
 def _train(sched: Scheduler, steps: int) -> None:
@@ -113,3 +113,29 @@ def test_a_probe_runner_runs_the_look_ahead_so_a_coin_flip_is_caught_early() -> 
     assert sched.stats.lookahead_n[1] > 0 and sched.tier_flat.tolist() == [True, False]
     assert caught is not None and caught < sched.config.detectors.unlearnable.coin_min_probes
     assert not sched.detectors.quarantined[1]
+
+
+def test_successful_probes_never_count_against_the_breakers() -> None:
+    """Main and side probes that succeed keep every breaker closed, however many rounds;
+    a failed one counts, whichever kind it was."""
+    cat = Catalog.synthetic(1, 3, 3)
+    sched = Scheduler(
+        cat, "uniform", config=SchedulerConfig(breakers=BreakerConfig(probe_failures=2))
+    )
+    fams = np.array([0, 1, 2, 0])
+    side = np.array([False, False, False, True])
+
+    def results(ok: list[bool]) -> ProbeResults:
+        good = np.array(ok)
+        return ProbeResults(
+            families=fams, tiers=np.array([0, 0, 0, 1]), scores=np.where(good, 0.5, np.nan),
+            n=np.where(good, 16, 0), ok=good, errors=tuple("" if g else "boom" for g in ok),
+            step=np.zeros(4, dtype=np.int64), elapsed_s=np.zeros(4), side=side,
+        )  # fmt: skip
+
+    for _ in range(4):
+        sched.apply_probe_results(results([True] * 4))
+    assert not sched.breakers.open_mask.any() and (sched.breakers.probe_streak == 0).all()
+    for _ in range(2):
+        sched.apply_probe_results(results([True, False, True, False]))
+    assert sched.breakers.open_mask.tolist() == [False, True, False]
