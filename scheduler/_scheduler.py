@@ -362,9 +362,8 @@ class Scheduler:
         """Hold quarantined and mastered families to a small share (``unlearnable.floor``,
         ``tiers.mastered_weight``, in uniform shares) inside the projection, and families
         that look like coin flips (``tier_flat``) to ``unlearnable.suspect_cap`` until the
-        detector has judged them: learning progress
-        reads a coin's sampling noise as progress and would give it about twice a fair
-        share meanwhile.
+        detector has judged them: learning progress reads a coin's sampling noise as
+        progress and would give it about twice a fair share meanwhile.
 
         A cap, not a multiplier: a coin flip that a policy mistakes for progress is held to
         the floor however large its weight, and mass that quotas push around goes to the
