@@ -1107,8 +1107,9 @@ class Scheduler:
         low, _, chance = self._latest_probe_bounds(arm)
         # Above a coin's band too, unless chance is itself about a half (then a coin flip
         # is at chance, and clearing chance is enough).
+        coin_at_chance = ~self._coin_clear_of_chance[cat.family_of_arm[arm]]
         clear = ((low - chance) / (1.0 - chance) > unl.chance_margin) & (
-            (low > 0.5 + unl.coin_band) | (chance >= 0.5 - unl.coin_band)
+            (low > 0.5 + unl.coin_band) | coin_at_chance
         )
         result = np.zeros(cat.n_families, dtype=bool)
         result[cat.family_of_arm[arm[clear]]] = True
