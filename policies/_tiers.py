@@ -41,6 +41,7 @@ class TierConfig:
     probe_evidence: bool = True  # held-out probes at the current tier count as trials too
     mastered_at: float = 0.85  # top tier, lower bound of the normalised pass rate above this
     mastered_weight: float = 0.05  # a mastered family's share cap, in uniform shares
+    innate_weight: float = 0.01  # the same for one mastered before training taught it (innate)
     # separate-skill tiers: what each mastered tier keeps of a uniform share of its family's
     # draws while other tiers still train (practice against their interference)
     practice_share: float = 0.05
@@ -66,6 +67,8 @@ class TierConfig:
             )
         if not 0.0 <= self.practice_share <= 1.0:
             raise ValueError(f"tiers: practice_share must be in [0, 1], got {self.practice_share}")
+        if not 0.0 <= self.innate_weight <= 1.0:
+            raise ValueError(f"tiers: innate_weight must be in [0, 1], got {self.innate_weight}")
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"tiers: confidence must be in (0, 1), got {self.confidence}")
 
@@ -104,6 +107,12 @@ class TierController:
         self.trials: FloatArray = np.zeros(catalog.n_families)
         self.successes: FloatArray = np.zeros(catalog.n_families)
         self.last_change: IntArray = np.full(catalog.n_families, -(10**9), dtype=np.int64)
+        # float64 [n_families]: training episodes of the family so far, at any tier (probe
+        # items left out, nothing faded): how much this run has taught it
+        self.taught: FloatArray = np.zeros(catalog.n_families)
+        # bool [n_families]: mastered at the top tier before min_samples training episodes
+        # (latched at probe rounds; see ``innate``)
+        self._innate: npt.NDArray[np.bool_] = np.zeros(catalog.n_families, dtype=bool)
 
     def observe(
         self, step: int, family: IntArray, tier: IntArray, success: FloatArray
@@ -113,6 +122,7 @@ class TierController:
         at_current = tier == self.tier[family]
         fam = family[at_current]
         self.trials += np.bincount(fam, minlength=n_fam)
+        self.taught += np.bincount(family, minlength=n_fam)
         self.successes += np.bincount(fam, weights=(success[at_current] > 0.5), minlength=n_fam)
         return self._decide(step)
 
@@ -135,7 +145,11 @@ class TierController:
         self.successes += np.bincount(fam, weights=score[at_current] * items, minlength=n_fam)
         probed = np.zeros(n_fam, dtype=bool)
         probed[fam] = True
-        return self._decide(step, probed=probed)
+        changes = self._decide(step, probed=probed)
+        mastered = self.mastered
+        untaught = self.taught < self.config.min_samples
+        self._innate = np.where(probed, mastered & (self._innate | untaught), self._innate)
+        return changes
 
     def _decide(self, step: int, probed: npt.NDArray[np.bool_] | None = None) -> TierChanges:
         """Fade old counts past the window, then promote or demote where the bounds say so.
@@ -182,10 +196,15 @@ class TierController:
             samples=self.trials[changed].copy(),
         )
         self.tier[changed] = new_tier
-        self.trials[changed] = 0
-        self.successes[changed] = 0
-        self.last_change[changed] = step
+        self._reset(changed, step)
         return changes
+
+    def _reset(self, family: IntArray, step: int) -> None:
+        """Start these families' counts afresh at a new tier."""
+        self.trials[family] = 0
+        self.successes[family] = 0
+        self._innate[family] = False
+        self.last_change[family] = step
 
     @property
     def mastered(self) -> npt.NDArray[np.bool_]:
@@ -203,6 +222,16 @@ class TierController:
             low, _ = binomial_interval(self.successes[idx], self.trials[idx], cfg.confidence)
             chance = cat.chance_success[idx]
             result[idx] = (low - chance) / (1.0 - chance) >= cfg.mastered_at
+        return result
+
+    @property
+    def innate(self) -> npt.NDArray[np.bool_]:
+        """bool [n_families]: mastered, and already so at a probe round when the family had
+        had fewer than ``min_samples`` training episodes in all: a skill the model brought,
+        not one this run taught. Practice guards taught skills against forgetting; an innate
+        one is guarded by its own probe each round (a probe that falls from mastery, or a
+        tier change, ends it; mastery regained after training is taught)."""
+        result: npt.NDArray[np.bool_] = self._innate & self.mastered
         return result
 
     def draw(
@@ -233,9 +262,7 @@ class TierController:
 
     def set_tier(self, family: IntArray, tier: IntArray, step: int) -> None:
         self.tier[family] = np.clip(tier, 0, self._catalog.n_tiers[family] - 1)
-        self.trials[family] = 0
-        self.successes[family] = 0
-        self.last_change[family] = step
+        self._reset(family, step)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -243,12 +270,21 @@ class TierController:
             "trials": self.trials.copy(),
             "successes": self.successes.copy(),
             "last_change": self.last_change.copy(),
+            "taught": self.taught.copy(),
+            "innate": self._innate.copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name in ("tier", "trials", "successes", "last_change"):
-            dtype = np.float64 if name in ("trials", "successes") else np.int64
-            value = np.asarray(state[name], dtype=dtype)
+        """Restore a saved state. One saved before ``taught`` and ``innate`` existed counts
+        the trials at the current tier as taught (a scheduler passes its exact episode
+        counts instead), so no family is called innate on faith."""
+        state = dict(state)
+        state.setdefault("taught", state["trials"])
+        state.setdefault("innate", np.zeros(self._catalog.n_families, dtype=bool))
+        dtypes: dict[str, type[Any]] = {"trials": np.float64, "successes": np.float64}
+        dtypes |= {"taught": np.float64, "innate": np.bool_}
+        for name in ("tier", "trials", "successes", "last_change", "taught", "innate"):
+            value = np.asarray(state[name], dtype=dtypes.get(name, np.int64))
             if value.shape != (self._catalog.n_families,):
                 raise ValueError(f"tiers.{name}: expected shape ({self._catalog.n_families},)")
-            setattr(self, name, value.copy())
+            setattr(self, "_innate" if name == "innate" else name, value.copy())

@@ -374,7 +374,9 @@ class Scheduler:
         n = cat.n_families
         flag_cap = np.full(n, np.inf)
         flag_cap[self.tier_flat] = self.config.detectors.unlearnable.suspect_cap / n
-        flag_cap[self.mastered] = self.config.tiers.mastered_weight / n
+        mastered = self.mastered
+        flag_cap[mastered] = self.config.tiers.mastered_weight / n
+        flag_cap[mastered & self.tiers.innate] = self.config.tiers.innate_weight / n
         flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
@@ -1250,7 +1252,10 @@ class Scheduler:
         try:
             self.stats.load_state_dict(state["stats"])
             self._probe_high = self._review = self._flat = None
-            self.tiers.load_state_dict(state["tiers"])
+            tiers = dict(state["tiers"])
+            # saved before the controller kept it: the episodes each family has had
+            tiers.setdefault("taught", self._per_family(self.stats.count))
+            self.tiers.load_state_dict(tiers)
             self.breakers.load_state_dict(state["breakers"])
             self.retries.load_state_dict(state["retries"])
             cursor = np.asarray(state["cursor"], dtype=np.int64)

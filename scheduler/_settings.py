@@ -40,6 +40,7 @@ class TierSettings(BaseModel):
     probe_evidence: bool = True  # held-out probes at the current tier count as trials
     mastered_at: float = Field(0.85, gt=0, le=1)  # top tier, lower bound above this: mastered
     mastered_weight: float = Field(0.05, ge=0, le=1)  # a mastered family's cap, uniform shares
+    innate_weight: float = Field(0.01, ge=0, le=1)  # the same, mastered before training taught it
     practice_share: float = Field(0.05, ge=0, le=1)  # a mastered separate tier's draws, same
 
 

@@ -189,6 +189,29 @@ def test_mastered_needs_the_top_tier_and_a_confident_pass_rate() -> None:
     assert ctl.mastered.tolist() == [False, True, False]
 
 
+def test_a_family_mastered_before_it_was_trained_is_innate() -> None:
+    cat = Catalog.synthetic(1, 2, 2)
+    ctl = TierController(cat, TierConfig(min_samples=20, cooldown_steps=0))
+    ctl.set_tier(np.array([0, 1]), np.array([1, 1]), step=0)
+    # Family 1 is taught: 40 training episodes at the top tier, all passed.
+    ctl.observe(1, np.ones(40, dtype=np.int64), np.ones(40, dtype=np.int64), np.ones(40))
+    both, top = np.array([0, 1]), np.array([1, 1])
+    ctl.observe_probes(2, both, top, np.array([1.0, 1.0]), np.array([32, 32]))
+    assert ctl.mastered.tolist() == [True, True]
+    assert ctl.innate.tolist() == [True, False]  # only family 0 came mastered
+    assert ctl.taught.tolist() == [0, 40]
+    # Training now does not undo it while the probes stay at mastery ...
+    ctl.observe(3, np.zeros(30, dtype=np.int64), np.ones(30, dtype=np.int64), np.ones(30))
+    ctl.observe_probes(4, both, top, np.array([1.0, 1.0]), np.array([32, 32]))
+    assert ctl.innate.tolist() == [True, False]
+    # ... a probe that falls from mastery ends it, and mastery regained after that
+    # training counts as taught.
+    ctl.observe_probes(5, both, top, np.array([0.0, 1.0]), np.array([400, 32]))
+    assert ctl.innate.tolist() == [False, False] and not ctl.mastered[0]
+    ctl.observe_probes(6, both, top, np.array([1.0, 1.0]), np.array([4000, 32]))
+    assert ctl.mastered[0] and not ctl.innate[0]
+
+
 def test_learning_progress_fades_near_the_ceiling() -> None:
     t = np.arange(300)
     rising = np.clip(0.5 + t / 300, 0, 1)  # reaches 1.0 half-way, still lagging EMAs

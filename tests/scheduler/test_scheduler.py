@@ -287,6 +287,19 @@ def test_a_mastered_family_keeps_only_a_floor_share_however_large_its_weight() -
     assert (drawn == 0).mean() == pytest.approx(cap, abs=0.002)
 
 
+def test_a_family_mastered_before_training_keeps_the_innate_share() -> None:
+    cat = Catalog.synthetic(2, 4, 1)
+    tiers = TierConfig(mastered_weight=0.05, innate_weight=0.01)
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=tiers, exploration_floor=0.0))
+    sched.record_probes([0], [1.0], n=[32])  # family 0 passes its first probe, untrained;
+    _master(sched, [0, 1])  # family 1 is taught to mastery by training
+    assert sched.mastered[:2].tolist() == [True, True]
+    assert sched.tiers.innate[:2].tolist() == [True, False]
+    w = sched.weights().family
+    assert w[0] == pytest.approx(0.01 / cat.n_families)
+    assert w[1] == pytest.approx(0.05 / cat.n_families)
+
+
 def test_a_domain_min_share_still_lifts_its_flagged_families() -> None:
     cat = Catalog.synthetic(2, 2, 1, min_share=0.3)
     sched = Scheduler(cat, "uniform", config=SchedulerConfig(exploration_floor=0.0))
@@ -497,3 +510,16 @@ def test_a_state_saved_before_previous_probes_were_kept_still_loads() -> None:
     assert (again.stats.prev_probe_step == -1).all()
     assert (again.stats.lookahead_n == 0).all() and (again.stats.lookahead_from == -1).all()
     np.testing.assert_array_equal(again.stats.probe_score, sched.stats.probe_score)
+
+
+def test_a_state_saved_before_innate_mastery_was_kept_counts_every_episode_as_taught() -> None:
+    cat = _catalog()
+    sched = Scheduler(cat, "uniform", seed=1)
+    _play(sched, 10, probe_every=3)
+    state = sched.state_dict()
+    del state["tiers"]["taught"], state["tiers"]["innate"]
+    again = Scheduler(cat, "uniform", seed=1)
+    again.load_state_dict(state)
+    per_family = np.bincount(cat.family_of_arm, weights=sched.stats.count, minlength=cat.n_families)
+    np.testing.assert_array_equal(again.tiers.taught, per_family)
+    assert per_family.sum() > 0 and not again.tiers.innate.any()
