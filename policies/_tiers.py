@@ -146,9 +146,9 @@ class TierController:
         probed = np.zeros(n_fam, dtype=bool)
         probed[fam] = True
         changes = self._decide(step, probed=probed)
-        mastered = self.mastered
-        untaught = self.taught < self.config.min_samples
-        self._innate = np.where(probed, mastered & (self._innate | untaught), self._innate)
+        fam = np.flatnonzero(probed)
+        untaught = self.taught[fam] < self.config.min_samples
+        self._innate[fam] = self._mastered_of(fam) & (self._innate[fam] | untaught)
         return changes
 
     def _decide(self, step: int, probed: npt.NDArray[np.bool_] | None = None) -> TierChanges:
@@ -210,18 +210,23 @@ class TierController:
     def mastered(self) -> npt.NDArray[np.bool_]:
         """bool [n_families]: at the top tier with the lower confidence bound of the
         chance-normalised pass rate at or above ``mastered_at`` (after ``min_samples``)."""
+        return self._mastered_of(np.arange(self._catalog.n_families))
+
+    def _mastered_of(self, family: IntArray) -> npt.NDArray[np.bool_]:
+        """``mastered`` for these families only (a probe round may touch a few)."""
         cfg, cat = self.config, self._catalog
         top = (
-            (self.tier == cat.n_tiers - 1)
-            & (self.trials >= cfg.min_samples)
-            & ~cat.tier_separate  # (the scheduler judges those arm by arm)
+            (self.tier[family] == cat.n_tiers[family] - 1)
+            & (self.trials[family] >= cfg.min_samples)
+            & ~cat.tier_separate[family]  # (the scheduler judges those arm by arm)
         )
-        result = np.zeros(cat.n_families, dtype=bool)
-        idx = np.flatnonzero(top)
-        if idx.size:
+        result = np.zeros(family.shape[0], dtype=bool)
+        pos = np.flatnonzero(top)
+        if pos.size:
+            idx = family[pos]
             low, _ = binomial_interval(self.successes[idx], self.trials[idx], cfg.confidence)
             chance = cat.chance_success[idx]
-            result[idx] = (low - chance) / (1.0 - chance) >= cfg.mastered_at
+            result[pos] = (low - chance) / (1.0 - chance) >= cfg.mastered_at
         return result
 
     @property
