@@ -1097,15 +1097,16 @@ class Scheduler:
 
     @property
     def skilled(self) -> npt.NDArray[np.bool_]:
-        """bool [n_families]: separate-skill families with a tier whose latest probe passes
-        credibly above chance (normalised lower bound over ``unlearnable.chance_margin``)
-        and above a coin's band (lower bound over 0.5 + ``coin_band``, where chance is
-        below that band). Such a family has learned something, so it is not unlearnable,
-        whatever its mean over tiers reads while its other tiers are still at chance
-        (measured on the torch benchmark: 9 of 16 parity families were quarantined for a
-        while without this)."""
+        """bool [n_families]: families with a tier whose latest probe passes credibly above
+        chance (normalised lower bound over ``unlearnable.chance_margin``) and above a
+        coin's band (lower bound over 0.5 + ``coin_band``, where chance is below that
+        band). Such a family has learned something, so it is not unlearnable: a
+        separate-skill family whatever its mean over tiers reads while its other tiers are
+        still at chance (torch benchmark: 9 of 16 parity families were quarantined for a
+        while without this), and a ladder that stalls at chance on a tier above one it
+        passed (the same parities declared as a ladder: 5 quarantines on 5 seeds)."""
         cat, unl = self.catalog, self.config.detectors.unlearnable
-        arm = np.flatnonzero((self.stats.probe_n > 0) & cat.tier_separate[cat.family_of_arm])
+        arm = np.flatnonzero(self.stats.probe_n > 0)
         low, _, chance = self._latest_probe_bounds(arm)
         # Above a coin's band too, unless chance is itself about a half (then a coin flip
         # is at chance, and clearing chance is enough).

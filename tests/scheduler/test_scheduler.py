@@ -523,3 +523,18 @@ def test_a_state_saved_before_innate_mastery_was_kept_counts_every_episode_as_ta
     per_family = np.bincount(cat.family_of_arm, weights=sched.stats.count, minlength=cat.n_families)
     np.testing.assert_array_equal(again.tiers.taught, per_family)
     assert per_family.sum() > 0 and not again.tiers.innate.any()
+
+
+def test_a_ladder_family_that_passed_a_tier_is_not_unlearnable_while_it_stalls_above() -> None:
+    """A ladder family that passed its first tier credibly and then sits at chance on the
+    next one for many rounds has stalled, not shown itself unlearnable (measured on the
+    torch benchmark's parities declared as a ladder: 5 such quarantines on 5 seeds before);
+    a family that never passed anything is still quarantined."""
+    cat = Catalog.synthetic(1, 2, 2, chance_success=0.5)
+    sched = Scheduler(cat, "uniform")
+    sched.record_probes([0, 1], [1.0, 0.5], tiers=[0, 0], n=[64, 64], step=0)
+    assert sched.tiers.tier.tolist() == [1, 0]  # family 0 placed one tier up
+    for step in range(1, 41):
+        sched.record_probes([0, 1], [0.5, 0.5], tiers=[1, 0], n=[64, 64], step=10 * step)
+    assert sched.skilled.tolist() == [True, False]
+    assert sched.detectors.quarantined.tolist() == [False, True]
