@@ -10,7 +10,8 @@ One naming scheme, grouped by the MLflow UI on the first path segment:
   domain), ``quota_use/<domain>`` (share over max_share), ``pass_rate/<domain>``,
   ``probe/<domain>``;
 - every ``detail_every`` steps: ``weight/<domain>/<family>``, ``tier/<domain>/<family>``,
-  ``pass_rate/<domain>/<family>``, ``probe/<domain>/<family>``, ``slope/<domain>/<family>``.
+  ``pass_rate/<domain>/<family>``, ``probe/<domain>/<family>``, ``slope/<domain>/<family>``,
+  and the counts ``run/mastered`` and ``run/innate`` (mastered before training taught it).
 
 The tracker adds ``events/<kind>`` counts and ``tracking/*`` accounting.
 """
@@ -100,6 +101,9 @@ class RunMetrics:
         return _finite(self._domain_keys, values)
 
     def per_family(self, sched: Scheduler) -> dict[str, float]:
+        """Every family's weight, tier, pass rate, probe and slope, and how many families are
+        mastered (and innate): these need a pass over the mastery bounds, so they come at
+        this cadence rather than every step."""
         cat = self.catalog
         current = cat.arm_start[:-1] + sched.tiers.tier
         slope, _, _ = sched.curves.slope()
@@ -112,7 +116,12 @@ class RunMetrics:
             "probe": sched.curves.latest,
             "slope": slope,
         }
-        return _finite(self._family_keys, values)
+        mastered = sched.mastered
+        counts = {
+            "run/mastered": float(mastered.sum()),
+            "run/innate": float((mastered & sched.tiers.innate).sum()),
+        }
+        return counts | _finite(self._family_keys, values)
 
 
 def _finite(keys: dict[str, list[str]], values: dict[str, FloatArray]) -> dict[str, float]:

@@ -538,3 +538,14 @@ def test_a_ladder_family_that_passed_a_tier_is_not_unlearnable_while_it_stalls_a
         sched.record_probes([0, 1], [0.5, 0.5], tiers=[1, 0], n=[64, 64], step=10 * step)
     assert sched.skilled.tolist() == [True, False]
     assert sched.detectors.quarantined.tolist() == [False, True]
+
+
+def test_detail_metrics_count_mastered_and_innate_families() -> None:
+    from scheduler._metrics import RunMetrics
+
+    cat = Catalog.synthetic(2, 4, 1)
+    sched = Scheduler(cat, "uniform")
+    sched.record_probes([0], [1.0], n=[32])  # innate: mastered before any training
+    _master(sched, [0, 1])  # family 1 taught to mastery
+    metrics = RunMetrics(cat).per_family(sched)
+    assert metrics["run/mastered"] == 2 and metrics["run/innate"] == 1
