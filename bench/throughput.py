@@ -2,9 +2,12 @@
 
     .venv/bin/python bench/throughput.py          # the example catalog and two synthetic ones
     .venv/bin/python bench/throughput.py --policies uniform learning_progress --batch 256
+    .venv/bin/python bench/throughput.py --probe-rounds 3   # also the cost of a probe round
 
 Reports the median and p95 milliseconds per step over ``--steps`` steps after a warm-up, with
-the weights recomputed every step (the default) and with ``weights_every=10``.
+the weights recomputed every step (the default) and with ``weights_every=10``. With
+``--probe-rounds``, also the mean milliseconds of recording one probe of every family (all
+arms probed once before, so every reader of the probe bounds has every arm to read).
 """
 
 from __future__ import annotations
@@ -36,11 +39,28 @@ def measure(
     return statistics.median(ms), ms[int(0.95 * (len(ms) - 1))]
 
 
+def probe_round_ms(catalog: Catalog, rounds: int) -> float:
+    """Mean milliseconds of ``record_probes`` with one probe per family, after a first probe
+    of every arm (that first one, which fills every per-arm cache, is not timed)."""
+    sched = Scheduler(catalog, "uniform", seed=0)
+    rng = np.random.default_rng(0)
+    fam = catalog.family_of_arm
+    n = np.full(catalog.n_arms, 32)
+    sched.record_probes(fam, rng.random(fam.size), tiers=catalog.tier_of_arm, n=n, step=0)
+    families = np.arange(catalog.n_families)
+    start = time.perf_counter()
+    for i in range(rounds):
+        scores = rng.random(families.size)
+        sched.record_probes(families, scores, n=n[: families.size], step=1 + i)
+    return 1e3 * (time.perf_counter() - start) / rounds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policies", nargs="+", default=["uniform", "learning_progress"])
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--probe-rounds", type=int, default=0, help="time this many rounds")
     args = parser.parse_args()
     catalogs = {
         "configs/domains (1,040 arms)": load_catalog("configs/domains"),
@@ -56,6 +76,11 @@ def main() -> None:
                 steps = args.steps if catalog.n_arms < 50_000 else max(20, args.steps // 5)
                 med, p95 = measure(catalog, policy, args.batch, steps, every)
                 print(f"| {name} | {policy} | {every} | {med:.2f} | {p95:.2f} |", flush=True)
+    if args.probe_rounds > 0:
+        print("\n| catalog | ms per probe round (one probe per family) |")
+        print("| --- | ---: |")
+        for name, catalog in catalogs.items():
+            print(f"| {name} | {probe_round_ms(catalog, args.probe_rounds):.1f} |", flush=True)
 
 
 if __name__ == "__main__":

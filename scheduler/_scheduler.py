@@ -161,7 +161,9 @@ class Scheduler:
         self._cdf: FloatArray | None = None
         self._tier_cdf: FloatArray | None = None  # float64 [n_arms], family f spans (f, f+1]
         self._weights_step = -(10**9)
-        self._probe_high: FloatArray | None = None  # cache of _latest_probe_high()
+        # Jeffreys bounds (low, high) of every arm's latest probe, kept up to date probe by
+        # probe (None: to be computed for all arms, as after a load)
+        self._bounds: tuple[FloatArray, FloatArray] | None = None
         # cache of review_tier: (tier, last_change, result) it was computed for; probes clear it
         self._review: tuple[IntArray, IntArray, IntArray] | None = None
         self._flat: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
@@ -301,11 +303,24 @@ class Scheduler:
 
     def _latest_probe_bounds(self, arm: IntArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """The Jeffreys interval (at ``tiers.confidence``) of these arms' latest probes, and
-        their families' chance levels."""
-        st = self.stats
-        n = st.probe_n[arm].astype(np.float64)
-        low, high = binomial_interval(st.probe_score[arm] * n, n, self.config.tiers.confidence)
-        return low, high, self.catalog.chance_success[self.catalog.family_of_arm[arm]]
+        their families' chance levels. The bounds are kept per arm as probes arrive: the
+        Beta quantiles are most of a probe round's cost (0.25 s per pass over 100,000 arms),
+        and several readers ask for them each round."""
+        if self._bounds is None:
+            st = self.stats
+            n = st.probe_n.astype(np.float64)
+            probed = n > 0
+            low, high = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
+            low[probed], high[probed] = binomial_interval(
+                st.probe_score[probed] * n[probed], n[probed], self.config.tiers.confidence
+            )
+            self._bounds = (low, high)
+        low_all, high_all = self._bounds
+        return (
+            low_all[arm],
+            high_all[arm],
+            self.catalog.chance_success[self.catalog.family_of_arm[arm]],
+        )
 
     def _per_family(self, x: npt.NDArray[Any]) -> FloatArray:
         """Sum a per-arm array over each family's arms."""
@@ -803,7 +818,13 @@ class Scheduler:
         st.probe_score[arm] = sc
         st.probe_n[arm] = nn
         st.probe_step[arm] = at
-        self._probe_high = self._review = self._flat = None
+        if self._bounds is not None:
+            low, high = binomial_interval(
+                sc * nn, nn.astype(np.float64), self.config.tiers.confidence
+            )
+            self._bounds[0][arm] = low
+            self._bounds[1][arm] = high
+        self._review = self._flat = None
         if side:
             ahead = tr > self.tiers.tier[fam]
             if ahead.any():
@@ -1072,15 +1093,10 @@ class Scheduler:
 
     def _latest_probe_high(self) -> FloatArray:
         """float64 [n_arms]: the chance-normalised upper Jeffreys bound of each arm's latest
-        probe (inf where never probed). Cached until the next probe: draws read it every
-        step, and the Beta quantiles cost ten times the rest of ``review_tier``."""
-        if self._probe_high is None:
-            arm = np.flatnonzero(self.stats.probe_n > 0)
-            _, high, chance = self._latest_probe_bounds(arm)
-            result = np.full(self.catalog.n_arms, np.inf)
-            result[arm] = (high - chance) / (1.0 - chance)
-            self._probe_high = result
-        return self._probe_high
+        probe (inf where never probed)."""
+        _, high, chance = self._latest_probe_bounds(np.arange(self.catalog.n_arms))
+        result: FloatArray = np.nan_to_num((high - chance) / (1.0 - chance), nan=np.inf)
+        return result
 
     @property
     def mastered(self) -> npt.NDArray[np.bool_]:
@@ -1252,7 +1268,7 @@ class Scheduler:
             )
         try:
             self.stats.load_state_dict(state["stats"])
-            self._probe_high = self._review = self._flat = None
+            self._bounds = self._review = self._flat = None
             tiers = dict(state["tiers"])
             # saved before the controller kept it: the episodes each family has had
             tiers.setdefault("taught", self._per_family(self.stats.count))

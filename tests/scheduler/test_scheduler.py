@@ -549,3 +549,18 @@ def test_detail_metrics_count_mastered_and_innate_families() -> None:
     _master(sched, [0, 1])  # family 1 taught to mastery
     metrics = RunMetrics(cat).per_family(sched)
     assert metrics["run/mastered"] == 2 and metrics["run/innate"] == 1
+
+
+def test_probe_bounds_kept_probe_by_probe_match_a_fresh_computation() -> None:
+    cat = _catalog()
+    sched = Scheduler(cat, "uniform", seed=3)
+    _play(sched, 12, probe_every=2)
+    sched.record_probes([0, 0, 5], [0.25, 0.75, 1.0], tiers=[1, 1, 0], n=[8, 8, 32], side=True)
+    every = np.arange(cat.n_arms)
+    kept = sched._latest_probe_bounds(every)
+    again = Scheduler(cat, "uniform", seed=3)
+    again.load_state_dict(sched.state_dict())  # recomputes every arm's bounds at once
+    fresh = again._latest_probe_bounds(every)
+    assert np.isfinite(kept[0]).sum() > cat.n_families  # most arms were probed
+    for a, b in zip(kept, fresh, strict=True):
+        np.testing.assert_array_equal(a, b)
