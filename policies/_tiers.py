@@ -110,9 +110,10 @@ class TierController:
         # float64 [n_families]: training episodes of the family so far, at any tier (probe
         # items left out, nothing faded): how much this run has taught it
         self.taught: FloatArray = np.zeros(catalog.n_families)
-        # bool [n_families]: mastered at the top tier before min_samples training episodes
-        # (latched at probe rounds; see ``innate``)
-        self._innate: npt.NDArray[np.bool_] = np.zeros(catalog.n_families, dtype=bool)
+        # bool [n_families]: found mastered at a probe round before min_samples training
+        # episodes, and mastered at every probe round since (``innate`` is this and mastered
+        # now; a caller that already holds ``mastered`` can combine the two itself)
+        self.innate_latch: npt.NDArray[np.bool_] = np.zeros(catalog.n_families, dtype=bool)
 
     def observe(
         self, step: int, family: IntArray, tier: IntArray, success: FloatArray
@@ -148,7 +149,7 @@ class TierController:
         changes = self._decide(step, probed=probed)
         fam = np.flatnonzero(probed)
         untaught = self.taught[fam] < self.config.min_samples
-        self._innate[fam] = self._mastered_of(fam) & (self._innate[fam] | untaught)
+        self.innate_latch[fam] = self._mastered_of(fam) & (self.innate_latch[fam] | untaught)
         return changes
 
     def _decide(self, step: int, probed: npt.NDArray[np.bool_] | None = None) -> TierChanges:
@@ -203,7 +204,7 @@ class TierController:
         """Start these families' counts afresh at a new tier."""
         self.trials[family] = 0
         self.successes[family] = 0
-        self._innate[family] = False
+        self.innate_latch[family] = False
         self.last_change[family] = step
 
     @property
@@ -236,7 +237,7 @@ class TierController:
         not one this run taught. Practice guards taught skills against forgetting; an innate
         one is guarded by its own probe each round (a probe that falls from mastery, or a
         tier change, ends it; mastery regained after training is taught)."""
-        result: npt.NDArray[np.bool_] = self._innate & self.mastered
+        result: npt.NDArray[np.bool_] = self.innate_latch & self.mastered
         return result
 
     def draw(
@@ -276,7 +277,7 @@ class TierController:
             "successes": self.successes.copy(),
             "last_change": self.last_change.copy(),
             "taught": self.taught.copy(),
-            "innate": self._innate.copy(),
+            "innate": self.innate_latch.copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -292,4 +293,4 @@ class TierController:
             value = np.asarray(state[name], dtype=dtypes.get(name, np.int64))
             if value.shape != (self._catalog.n_families,):
                 raise ValueError(f"tiers.{name}: expected shape ({self._catalog.n_families},)")
-            setattr(self, "_innate" if name == "innate" else name, value.copy())
+            setattr(self, "innate_latch" if name == "innate" else name, value.copy())

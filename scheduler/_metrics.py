@@ -119,7 +119,7 @@ class RunMetrics:
         mastered = sched.mastered
         counts = {
             "run/mastered": float(mastered.sum()),
-            "run/innate": float((mastered & sched.tiers.innate).sum()),
+            "run/innate": float((mastered & sched.tiers.innate_latch).sum()),
         }
         return counts | _finite(self._family_keys, values)
 

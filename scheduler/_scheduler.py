@@ -391,7 +391,7 @@ class Scheduler:
         flag_cap[self.tier_flat] = self.config.detectors.unlearnable.suspect_cap / n
         mastered = self.mastered
         flag_cap[mastered] = self.config.tiers.mastered_weight / n
-        flag_cap[mastered & self.tiers.innate] = self.config.tiers.innate_weight / n
+        flag_cap[mastered & self.tiers.innate_latch] = self.config.tiers.innate_weight / n
         flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
