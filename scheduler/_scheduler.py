@@ -307,12 +307,10 @@ class Scheduler:
         Beta quantiles are most of a probe round's cost (0.25 s per pass over 100,000 arms),
         and several readers ask for them each round."""
         if self._bounds is None:
-            st = self.stats
-            n = st.probe_n.astype(np.float64)
-            probed = n > 0
-            low, high = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
-            low[probed], high[probed] = binomial_interval(
-                st.probe_score[probed] * n[probed], n[probed], self.config.tiers.confidence
+            probed = np.flatnonzero(self.stats.probe_n > 0)
+            low, high = np.full(self.catalog.n_arms, np.nan), np.full(self.catalog.n_arms, np.nan)
+            low[probed], high[probed] = self._probe_interval(
+                self.stats.probe_score[probed], self.stats.probe_n[probed]
             )
             self._bounds = (low, high)
         low_all, high_all = self._bounds
@@ -321,6 +319,11 @@ class Scheduler:
             high_all[arm],
             self.catalog.chance_success[self.catalog.family_of_arm[arm]],
         )
+
+    def _probe_interval(self, score: FloatArray, n: IntArray) -> tuple[FloatArray, FloatArray]:
+        """The Jeffreys interval at ``tiers.confidence`` of probes passing ``score`` of ``n``."""
+        items = n.astype(np.float64)
+        return binomial_interval(score * items, items, self.config.tiers.confidence)
 
     def _per_family(self, x: npt.NDArray[Any]) -> FloatArray:
         """Sum a per-arm array over each family's arms."""
@@ -819,9 +822,7 @@ class Scheduler:
         st.probe_n[arm] = nn
         st.probe_step[arm] = at
         if self._bounds is not None:
-            low, high = binomial_interval(
-                sc * nn, nn.astype(np.float64), self.config.tiers.confidence
-            )
+            low, high = self._probe_interval(sc, nn)
             self._bounds[0][arm] = low
             self._bounds[1][arm] = high
         self._review = self._flat = None
