@@ -19,6 +19,7 @@ from ._registry import (
 )
 from ._regression_guard import RegressionGuard
 from ._replay import PrioritizedReplay
+from ._skill import SkillConfig, SkillModel
 from ._smoothing import smooth
 from ._tiers import TierChanges, TierConfig, TierController
 from ._view import ArmView, CurveView
@@ -35,6 +36,8 @@ __all__ = [
     "PolicyState",
     "PrioritizedReplay",
     "RegressionGuard",
+    "SkillConfig",
+    "SkillModel",
     "Stateless",
     "Static",
     "TierChanges",

@@ -24,10 +24,13 @@ from policies import (
     TierController,
     binomial_interval,
     make_policy,
+    SkillConfig,
+    SkillModel,
     policy_params,
     project_quotas_compute,
     smooth,
 )
+
 
 from ._batch import Batch, Outcome, Status
 from ._breakers import BreakerConfig, CircuitBreakers
@@ -62,6 +65,9 @@ class SchedulerConfig:
     temperature: float = 1.0
     weights_every: int = 1  # recompute the policy's weights at most every k steps
     tiers: TierConfig = field(default_factory=TierConfig)
+    # the skill model that places ladder families on their tiers and flags them (None: the
+    # legacy per-tier controller and detectors)
+    skill: SkillConfig | None = field(default_factory=SkillConfig)
     breakers: BreakerConfig = field(default_factory=BreakerConfig)
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
     probe_window: int = 16  # probe points per family kept for slopes and detectors
@@ -133,6 +139,7 @@ class Scheduler:
         self.step = 0  # number of batches drawn so far
         self.stats = ArmStats(catalog.n_arms, self.config.ema_fast, self.config.ema_slow)
         self.tiers = TierController(catalog, self.config.tiers)
+        self.skill = None if self.config.skill is None else SkillModel(catalog, self.config.skill)
         self.policy_state: dict[str, Any] = self.policy.init_state(catalog)
         self.cursor: IntArray = np.zeros(catalog.n_arms, dtype=np.int64)  # draws per arm
         # float64 [n_families]: learned seconds per episode, starting from the manifest's
@@ -391,11 +398,25 @@ class Scheduler:
         cat = self.catalog
         n = cat.n_families
         flag_cap = np.full(n, np.inf)
+        if self.skill is not None:
+            sk = self.config.skill
+            assert sk is not None
+            ladder = ~cat.tier_separate
+            flag_cap[ladder & self.skill.stalled()] = sk.stalled_weight / n
+            flag_cap[ladder & self.skill.mastered()] = sk.mastered_weight / n
+            flag_cap[ladder & self.skill.hacked()] = sk.hacked_weight / n
+            return self._hold_flagged(caps, flag_cap)
         flag_cap[self.tier_flat] = self.config.detectors.unlearnable.suspect_cap / n
         mastered = self.mastered
         flag_cap[mastered] = self.config.tiers.mastered_weight / n
         flag_cap[mastered & self.tiers.innate_latch] = self.config.tiers.innate_weight / n
         flag_cap[self.detectors.quarantined] = self.config.detectors.unlearnable.floor / n
+        return self._hold_flagged(caps, flag_cap)
+
+    def _hold_flagged(self, caps: FloatArray, flag_cap: FloatArray) -> FloatArray:
+        """Apply the flagged families' caps, raised evenly in a domain whose min_share
+        could not be met otherwise."""
+        cat = self.catalog
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
             return caps
@@ -418,7 +439,9 @@ class Scheduler:
         """Derive each family's weight multiplier from its breaker and the detectors;
         recompute weights if it changed (a blocked family must stop being drawn at once,
         whatever weights_every says)."""
-        factor = self.breakers.sampling_factor * self.detectors.weight_cap
+        factor = self.breakers.sampling_factor
+        if self.skill is None:
+            factor = factor * self.detectors.weight_cap
         if not np.array_equal(factor, self.family_factor):
             self.family_factor = np.asarray(factor, dtype=np.float64).copy()
             self._weights = None
@@ -441,8 +464,11 @@ class Scheduler:
         fresh = n - retry_arm.shape[0]
         family = np.searchsorted(self._cdf, self.rng.random(fresh), side="right").astype(np.int64)
         np.minimum(family, cat.n_families - 1, out=family)
-        review = self.review_tier if self.config.tiers.review_share > 0 else None
-        tier = self.tiers.draw(family, self.rng, review=review)
+        if self.skill is not None:
+            tier = self.skill.draw_tiers(family, self.rng)
+        else:
+            review = self.review_tier if self.config.tiers.review_share > 0 else None
+            tier = self.tiers.draw(family, self.rng, review=review)
         separate = cat.tier_separate[family]
         if separate.any():  # separate-skill tiers: draw from the family's tier distribution
             assert self._tier_cdf is not None
@@ -682,10 +708,34 @@ class Scheduler:
         span = self._reward_span[family]
         reward01 = (reward[counted] - cat.reward_low[family]) / span
         touched = self.stats.update(step, a, success[counted], reward01, process[counted])
-        changes = self.tiers.observe(step, family, cat.tier_of_arm[a], success[counted])
-        self._tier_events(step, changes)
+        if self.skill is not None:
+            self.skill.observe_training(a, success[counted])
+            self._follow_skill(step)
+        else:
+            changes = self.tiers.observe(step, family, cat.tier_of_arm[a], success[counted])
+            self._tier_events(step, changes)
         self.policy.observe(self.view(), self.policy_state, touched)
         self._invalidate()
+
+    def _follow_skill(self, step: int) -> None:
+        """Set each ladder family's current tier (what views, probes and metrics read) to
+        the skill model's, with a promotion or demotion event where it moved."""
+        assert self.skill is not None
+        cat = self.catalog
+        new = np.where(cat.tier_separate, self.tiers.tier, self.skill.tier())
+        moved = np.flatnonzero(new != self.tiers.tier)
+        if moved.size == 0:
+            return
+        old = self.tiers.tier[moved].copy()
+        pass_rate = self.skill.pass_rate(moved, new[moved])
+        self.tiers.tier[moved] = new[moved]
+        self.tiers.last_change[moved] = step
+        nothing = np.full(moved.size, np.nan)
+        self._tier_events(
+            step,
+            TierChanges(moved, old, new[moved], pass_rate, nothing, nothing,
+                        self.skill.episodes[moved].copy()),
+        )
 
     def _tier_events(self, step: int, changes: TierChanges) -> None:
         """One event per promotion or demotion, with the evidence behind it."""
@@ -845,6 +895,13 @@ class Scheduler:
             )
         steps = np.full(fam.shape[0], at, dtype=np.int64)
         self.curves.record(fam, sc, nn, steps, tiers=tr)
+        if self.skill is not None:
+            ladder = ~cat.tier_separate[fam]
+            self.skill.observe_probes(fam[ladder], tr[ladder], sc[ladder], nn[ladder])
+            self._follow_skill(at)
+            self._refresh_gates()
+            self._invalidate()
+            return
         self._tier_events(at, self.tiers.observe_probes(at, fam, tr, sc, nn))
         self.detectors.record_training(fam[trained], rate[trained], steps[trained])
         # A mastered family's probe already reads at the ceiling, so there is no reward the
@@ -940,6 +997,9 @@ class Scheduler:
                 parts.append((families, tiers, scores, n))
 
         ask(*self.probe_targets(), side=False)
+        if self.skill is not None:  # the skill model places families from any tier's probe
+            fam, tier, score, count = parts[0]
+            return ProbeRound(families=fam, tiers=tier, scores=score, n=count)
         for _ in range(int(self.catalog.n_tiers.max())):
             moved, placed = self.placement_targets()
             if not moved.size:
@@ -1105,7 +1165,10 @@ class Scheduler:
         left behind under review, or for separate-skill tiers every arm mastered
         (``arm_mastered``); such a family keeps only ``tiers.mastered_weight``."""
         cat = self.catalog
-        ladder: npt.NDArray[np.bool_] = self.tiers.mastered & (self.review_tier < 0)
+        if self.skill is not None:
+            ladder: npt.NDArray[np.bool_] = self.skill.mastered()
+        else:
+            ladder = self.tiers.mastered & (self.review_tier < 0)
         if not cat.tier_separate.any():
             return ladder
         every_arm = np.logical_and.reduceat(self.arm_mastered, cat.arm_start[:-1])
@@ -1226,6 +1289,7 @@ class Scheduler:
             "rng": self.rng.bit_generator.state,
             "stats": self.stats.state_dict(),
             "tiers": self.tiers.state_dict(),
+            "skill": None if self.skill is None else self.skill.state_dict(),
             "policy_state": self.policy_state,
             "cursor": self.cursor.copy(),
             "cost": self.cost.copy(),
@@ -1284,6 +1348,8 @@ class Scheduler:
                 raise ValueError("cursor or family_factor has the wrong shape")
             self.curves.load_state_dict(state["curves"])
             self.detectors.load_state_dict(state["detectors"])
+            if self.skill is not None:
+                self.skill.load_state_dict(state["skill"])
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"checkpoint: {exc}") from None
         self.cursor = cursor.copy()

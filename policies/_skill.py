@@ -1,0 +1,267 @@
+"""One skill per family, on the tier axis: the evidence model behind the default curriculum.
+
+A family's tiers share one skill, so every outcome and every probe, at whatever tier, says
+something about all of them. The model keeps a Gaussian belief ``N(mu, var)`` per family
+of its skill ``theta`` in tier units, with an explicit difficulty by tier:
+
+    P(pass at tier t) = chance + (1 - chance) * sigmoid(slope * (theta - t))
+
+so ``theta = t`` means a pass rate of one half at tier ``t`` (chance-normalised). Each
+report and each probe is a batch of binomial counts ``(k of n at tier t)``; the belief is
+updated by a few Newton steps on the log-posterior (a Laplace approximation, as Glicko and
+online IRT do), vectorised over the families touched. Skill moves while the model trains,
+so every training episode adds ``drift`` to the variance: old evidence fades by itself and a
+family that learns is tracked, without windows or counts kept per tier.
+
+From the belief follow the three decisions the curriculum makes for a ladder family:
+
+* the tier: a Thompson draw of ``theta`` per task, and the tier whose predicted pass rate is
+  nearest ``target`` for that draw (uncertain families explore nearby tiers; a family that
+  passes a top-tier probe is placed at once);
+* mastered: the top tier's pass rate clears ``mastered_at`` with confidence;
+* stalled: ``patience`` training episodes without the skill rising ``min_gain`` above its
+  best, so an impossible family, a coin flip and a plateau get less until they move;
+* hacked: training evidence reads the skill far above what held-out probes read, further
+  than the other families' gap (a drift shared by every probe is not a hack).
+
+Training and probe evidence are kept as two beliefs (``train_*``, ``probe_*``) fused into
+one: the gap between them is the hacking signal, and fusing needs no second pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import expit
+
+from domains import Catalog
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class SkillConfig:
+    slope: float = 3.0  # logits of pass rate per tier of skill
+    target: float = 0.4  # pass rate (chance-normalised) of the tier a task is drawn at
+    prior_var: float = 4.0  # belief before any evidence: N(0, prior_var), in tiers^2
+    drift: float = 0.02  # variance added per training episode (skill moves as it trains)
+    mastered_at: float = 0.9  # top-tier pass rate that counts as mastered ...
+    confidence: float = 1.0  # ... at this many standard deviations of the belief
+    patience: int = 64  # training episodes of no skill gain before a family is stalled
+    min_gain: float = 0.25  # rise in skill (tiers) that counts as a new best
+    hack_z: float = 3.0  # training above probes by this many sds beyond the median gap
+    # share caps of flagged families, in uniform shares (a trickle keeps evidence coming)
+    mastered_weight: float = 0.05
+    stalled_weight: float = 0.1
+    hacked_weight: float = 0.01
+
+    def __post_init__(self) -> None:
+        positive = {"slope": self.slope, "prior_var": self.prior_var}
+        for name, value in positive.items():
+            if not value > 0:
+                raise ValueError(f"skill.{name}: must be > 0, got {value!r}")
+        for name, value in {"target": self.target, "mastered_at": self.mastered_at}.items():
+            if not 0.0 < value < 1.0:
+                raise ValueError(f"skill.{name}: must be in (0, 1), got {value!r}")
+        for name, value in {
+            "drift": self.drift,
+            "confidence": self.confidence,
+            "min_gain": self.min_gain,
+            "hack_z": self.hack_z,
+            "patience": self.patience,
+        }.items():
+            if not value >= 0:
+                raise ValueError(f"skill.{name}: must be >= 0, got {value!r}")
+
+
+_NEWTON_STEPS = 3
+_MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
+_REACH = 3.0  # tiers below tier 0 and above the top the mean may go (beyond: no evidence)
+
+
+class SkillModel:
+    """Per-family skill beliefs from training outcomes and probes (arrays [n_families])."""
+
+    def __init__(self, catalog: Catalog, config: SkillConfig | None = None) -> None:
+        self.config = config or SkillConfig()
+        self._catalog = catalog
+        n = catalog.n_families
+        cfg = self.config
+        # float64 [n_families]: the two beliefs (mean, variance), training and probe evidence
+        self.train_mu = np.zeros(n)
+        self.train_var = np.full(n, cfg.prior_var)
+        self.probe_mu = np.zeros(n)
+        self.probe_var = np.full(n, cfg.prior_var)
+        # float64 [n_families]: the fused mean, averaged over the last ``patience`` training
+        # episodes or so (an EMA per episode): the skill ``patience`` episodes ago
+        self.slow_mu = np.zeros(n)
+        self.episodes = np.zeros(n)  # float64 [n_families]: training episodes in all
+        self._top = (catalog.n_tiers - 1).astype(np.float64)
+        self._chance = catalog.chance_success.astype(np.float64)
+
+    # ------------------------------------------------------------------ beliefs
+    def belief(self) -> tuple[FloatArray, FloatArray]:
+        """The fused belief (mean, variance) of every family: the product of the two
+        beliefs over the prior they share (N(0, prior_var) plus the drift both received)."""
+        cfg = self.config
+        prec0 = 1.0 / (cfg.prior_var + cfg.drift * self.episodes)
+        pt, pp = 1.0 / self.train_var, 1.0 / self.probe_var
+        prec = np.maximum(pt + pp - prec0, np.maximum(pt, pp))
+        mu = (pt * self.train_mu + pp * self.probe_mu) / prec
+        return mu, 1.0 / prec
+
+    def pass_rate(self, families: IntArray, tiers: IntArray) -> FloatArray:
+        """Predicted chance-normalised pass rate at these (family, tier) pairs."""
+        mu, _ = self.belief()
+        result: FloatArray = expit(self.config.slope * (mu[families] - tiers))
+        return result
+
+    def tier(self) -> IntArray:
+        """int64 [n_families]: the tier whose predicted pass rate is nearest the target."""
+        mu, _ = self.belief()
+        return self._tier_for(mu, np.arange(self._catalog.n_families))
+
+    def _tier_for(self, theta: FloatArray, families: IntArray) -> IntArray:
+        cfg = self.config
+        offset = np.log(cfg.target / (1.0 - cfg.target)) / cfg.slope
+        result: IntArray = np.clip(np.rint(theta - offset), 0, self._top[families]).astype(
+            np.int64
+        )
+        return result
+
+    def draw_tiers(self, families: IntArray, rng: np.random.Generator) -> IntArray:
+        """A tier for each task: Thompson-sample the skill, take the tier nearest target."""
+        mu, var = self.belief()
+        theta = mu[families] + np.sqrt(var[families]) * rng.standard_normal(families.shape[0])
+        return self._tier_for(theta, families)
+
+    def mastered(self) -> BoolArray:
+        """bool [n_families]: the top tier passes at ``mastered_at`` with confidence."""
+        cfg = self.config
+        mu, var = self.belief()
+        need = self._top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
+        result: BoolArray = mu - cfg.confidence * np.sqrt(var) >= need
+        return result
+
+    def progress(self) -> FloatArray:
+        """float64 [n_families]: how far the skill moved over about ``patience`` training
+        episodes (the fused mean less its slow average), in tiers."""
+        mu, _ = self.belief()
+        result: FloatArray = mu - self.slow_mu
+        return result
+
+    def stalled(self) -> BoolArray:
+        """bool [n_families]: trained ``patience`` episodes or more, and the skill neither
+        rose ``min_gain`` over them nor fell (a fall above tier 0 is forgetting, which needs
+        practice; a fall below it is evidence settling on out-of-reach)."""
+        cfg = self.config
+        mu, _ = self.belief()
+        moved = self.progress()
+        forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
+        result: BoolArray = (self.episodes >= cfg.patience) & (moved < cfg.min_gain) & ~forgetting
+        return result
+
+    def hacked(self) -> BoolArray:
+        """bool [n_families]: training reads the skill above the probes by far more than the
+        families' median gap (a shift every probe shares is no hack), with probe evidence."""
+        gap = self.train_mu - self.probe_mu
+        probed = self.probe_var < 0.5 * self.config.prior_var
+        if not probed.any():
+            return np.zeros(gap.shape[0], dtype=bool)
+        median = float(np.median(gap[probed]))
+        z = (gap - median) / np.sqrt(self.train_var + self.probe_var)
+        result: BoolArray = probed & (z > self.config.hack_z)
+        return result
+
+    # ------------------------------------------------------------------ evidence
+    def observe_training(self, arm: IntArray, success: FloatArray) -> None:
+        """Training outcomes (pass or fail) of these arms; drift added per episode first."""
+        if arm.size == 0:
+            return
+        cat = self._catalog
+        n_arm = np.bincount(arm, minlength=cat.n_arms).astype(np.float64)
+        k_arm = np.bincount(arm, weights=success > 0.5, minlength=cat.n_arms)
+        touched = np.flatnonzero(n_arm)
+        fam = cat.family_of_arm[touched]
+        per_family = np.bincount(fam, weights=n_arm[touched], minlength=cat.n_families)
+        families = np.flatnonzero(per_family)
+        self.train_var[families] += self.config.drift * per_family[families]
+        self.probe_var[families] += self.config.drift * per_family[families]
+        self._update(
+            self.train_mu, self.train_var, fam, cat.tier_of_arm[touched], k_arm[touched],
+            n_arm[touched],
+        )
+        self.episodes[families] += per_family[families]
+        mu, _ = self.belief()
+        rate = 1.0 - (1.0 - 1.0 / max(self.config.patience, 1)) ** per_family[families]
+        self.slow_mu[families] += rate * (mu[families] - self.slow_mu[families])
+
+    def observe_probes(
+        self, families: IntArray, tiers: IntArray, scores: FloatArray, n: IntArray
+    ) -> None:
+        """Held-out probe readings (``scores`` of ``n`` items) at any tiers."""
+        if families.size == 0:
+            return
+        items = n.astype(np.float64)
+        self._update(self.probe_mu, self.probe_var, families, tiers, scores * items, items)
+
+    def _update(
+        self,
+        mean: FloatArray,
+        var: FloatArray,
+        family: IntArray,
+        tier: IntArray,
+        k: FloatArray,
+        n: FloatArray,
+    ) -> None:
+        """Laplace update of one belief by binomial counts ``k of n`` at (family, tier):
+        Newton steps on the log-posterior, summed per family with bincount."""
+        nf = self._catalog.n_families
+        families = np.unique(family)
+        prior_mu, prior_prec = mean[families].copy(), 1.0 / var[families]
+        slope = self.config.slope
+        chance = self._chance[family]
+        tiers = tier.astype(np.float64)
+        mu = mean.copy()
+        info = np.zeros(nf)
+        for step in range(_NEWTON_STEPS):
+            q = expit(slope * (mu[family] - tiers))
+            p = chance + (1.0 - chance) * q
+            p = np.clip(p, 1e-9, 1.0 - 1e-9)
+            dp = (1.0 - chance) * slope * q * (1.0 - q)
+            grad = np.bincount(family, weights=(k - n * p) * dp / (p * (1.0 - p)), minlength=nf)
+            info = np.bincount(family, weights=n * dp * dp / (p * (1.0 - p)), minlength=nf)
+            g = grad[families] - prior_prec * (mu[families] - prior_mu)
+            h = info[families] + prior_prec
+            move = np.clip(g / h, -_MAX_STEP, _MAX_STEP)  # damped: the likelihood is flat
+            mu[families] = np.clip(mu[families] + move, -_REACH, self._top[families] + _REACH)
+            del step
+        mean[families] = mu[families]
+        var[families] = 1.0 / (prior_prec + info[families])
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, name).copy()
+            for name in ("train_mu", "train_var", "probe_mu", "probe_var", "slow_mu")
+        } | {"episodes": self.episodes.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = self._catalog.n_families
+        loaded = {}
+        for name in (
+            "train_mu", "train_var", "probe_mu", "probe_var", "slow_mu", "episodes"
+        ):
+            value = np.asarray(state[name], dtype=np.float64)
+            if value.shape != (n,) or not np.all(np.isfinite(value)):
+                raise ValueError(f"skill.{name}: need {n} finite values")
+            loaded[name] = value.copy()
+        if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
+            raise ValueError("skill: variances must be positive")
+        for name, value in loaded.items():
+            setattr(self, name, value)
