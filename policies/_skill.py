@@ -79,8 +79,10 @@ class SkillConfig:
                 raise ValueError(f"skill.{name}: must be >= 0, got {value!r}")
 
 
-_NEWTON_STEPS = 3
+_NEWTON_STEPS = 5
 _MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
+_RESID_CLIP = 8.0  # one probe's standardised residual counts at most this much
+_RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
 _REACH = 3.0  # tiers below tier 0 and above the top the mean may go (beyond: no evidence)
 
 
@@ -100,6 +102,11 @@ class SkillModel:
         # float64 [n_families]: the fused mean, averaged over the last ``patience`` training
         # episodes or so (an EMA per episode): the skill ``patience`` episodes ago
         self.slow_mu = np.zeros(n)
+        # float64 [n_families]: EMA of the probes' standardised residuals under the training
+        # belief (how far held-out results fall short of what training predicts), and the
+        # number of probe rounds behind it
+        self.probe_resid = np.zeros(n)
+        self.probe_rounds = np.zeros(n)
         self.episodes = np.zeros(n)  # float64 [n_families]: training episodes in all
         self._top = (catalog.n_tiers - 1).astype(np.float64)
         self._chance = catalog.chance_success.astype(np.float64)
@@ -167,15 +174,14 @@ class SkillModel:
         return result
 
     def hacked(self) -> BoolArray:
-        """bool [n_families]: training reads the skill above the probes by far more than the
-        families' median gap (a shift every probe shares is no hack), with probe evidence."""
-        gap = self.train_mu - self.probe_mu
-        probed = self.probe_var < 0.5 * self.config.prior_var
+        """bool [n_families]: over two probe rounds or more, held-out results fall short of
+        what the training evidence predicts by ``hack_z`` standard errors beyond the median
+        family's shortfall (a shift every probe shares is no hack)."""
+        probed = self.probe_rounds >= 2
         if not probed.any():
-            return np.zeros(gap.shape[0], dtype=bool)
-        median = float(np.median(gap[probed]))
-        z = (gap - median) / np.sqrt(self.train_var + self.probe_var)
-        result: BoolArray = probed & (z > self.config.hack_z)
+            return np.zeros(probed.shape[0], dtype=bool)
+        median = float(np.median(self.probe_resid[probed]))
+        result: BoolArray = probed & (self.probe_resid - median < -self.config.hack_z)
         return result
 
     # ------------------------------------------------------------------ evidence
@@ -208,7 +214,28 @@ class SkillModel:
         if families.size == 0:
             return
         items = n.astype(np.float64)
+        self._track_residuals(families, tiers, scores * items, items)
         self._update(self.probe_mu, self.probe_var, families, tiers, scores * items, items)
+
+    def _track_residuals(
+        self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray
+    ) -> None:
+        """Standardised residuals of probe counts under the training belief's predictive
+        (binomial spread plus the belief's own, by the delta method), averaged per family."""
+        cfg, nf = self.config, self._catalog.n_families
+        chance = self._chance[family]
+        q = expit(cfg.slope * (self.train_mu[family] - tier))
+        p = chance + (1.0 - chance) * q
+        dp = (1.0 - chance) * cfg.slope * q * (1.0 - q)
+        spread = n * p * (1.0 - p) + n * n * dp * dp * self.train_var[family] + 1e-9
+        r = np.clip((k - n * p) / np.sqrt(spread), -_RESID_CLIP, _RESID_CLIP)
+        count = np.bincount(family, minlength=nf)
+        families = np.flatnonzero(count)
+        mean = np.bincount(family, weights=r, minlength=nf)[families] / count[families]
+        fresh = self.probe_rounds[families] == 0
+        rate = np.where(fresh, 1.0, _RESID_RATE)
+        self.probe_resid[families] += rate * (mean - self.probe_resid[families])
+        self.probe_rounds[families] += 1
 
     def _update(
         self,
@@ -248,14 +275,21 @@ class SkillModel:
     def state_dict(self) -> dict[str, Any]:
         return {
             name: getattr(self, name).copy()
-            for name in ("train_mu", "train_var", "probe_mu", "probe_var", "slow_mu")
-        } | {"episodes": self.episodes.copy()}
+            for name in ("train_mu", "train_var", "probe_mu", "probe_var", "slow_mu", "probe_resid")
+        } | {"episodes": self.episodes.copy(), "probe_rounds": self.probe_rounds.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         n = self._catalog.n_families
         loaded = {}
         for name in (
-            "train_mu", "train_var", "probe_mu", "probe_var", "slow_mu", "episodes"
+            "train_mu",
+            "train_var",
+            "probe_mu",
+            "probe_var",
+            "slow_mu",
+            "probe_resid",
+            "probe_rounds",
+            "episodes",
         ):
             value = np.asarray(state[name], dtype=np.float64)
             if value.shape != (n,) or not np.all(np.isfinite(value)):

@@ -1,0 +1,115 @@
+"""The skill model: one belief per family on the tier axis, from evidence at any tier."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from domains import Catalog
+from policies import SkillConfig, SkillModel
+from scheduler import Scheduler
+
+
+def _catalog(tiers: int = 4) -> Catalog:
+    return Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=tiers)
+
+
+def _train(model: SkillModel, cat: Catalog, family: int, tier: int, k: int, n: int) -> None:
+    arm = np.full(n, cat.arm_start[family] + tier, dtype=np.int64)
+    success = np.zeros(n)
+    success[:k] = 1.0
+    model.observe_training(arm, success)
+
+
+def test_a_passing_top_tier_probe_places_the_family_at_the_top_and_marks_it_mastered() -> None:
+    cat = _catalog()
+    model = SkillModel(cat)
+    for _ in range(2):  # two probe rounds of 16 items, all passed
+        model.observe_probes(np.array([3]), np.array([3]), np.array([1.0]), np.array([16]))
+    assert model.tier()[3] == 3
+    assert model.mastered()[3]
+    assert not model.mastered()[[0, 1, 2, 4]].any()
+
+
+def test_evidence_at_a_low_tier_moves_the_predicted_pass_rate_of_every_tier() -> None:
+    cat = _catalog()
+    model = SkillModel(cat)
+    before = model.pass_rate(np.array([0, 0, 0]), np.array([1, 2, 3]))
+    _train(model, cat, family=0, tier=0, k=16, n=16)
+    after = model.pass_rate(np.array([0, 0, 0]), np.array([1, 2, 3]))
+    assert (after > before).all()
+
+
+def test_a_failing_family_is_placed_at_tier_zero_and_stalls_after_patience() -> None:
+    cat = _catalog()
+    config = SkillConfig(patience=16)
+    model = SkillModel(cat, config)
+    for _ in range(4):
+        _train(model, cat, family=1, tier=0, k=0, n=8)
+    assert model.tier()[1] == 0
+    assert model.stalled()[1]
+    assert not model.stalled()[0]  # never trained: not judged
+
+
+def test_a_family_that_keeps_improving_is_not_stalled() -> None:
+    cat = _catalog()
+    model = SkillModel(cat, SkillConfig(patience=16))
+    for _ in range(8):  # trained where the model places it, and passing most: climbing
+        _train(model, cat, family=2, tier=int(model.tier()[2]), k=7, n=8)
+        assert not model.stalled()[2]
+    assert model.tier()[2] == 3
+
+
+def test_training_far_above_the_probes_is_hacked_but_a_shared_probe_shift_is_not() -> None:
+    cat = _catalog()
+    model = SkillModel(cat)
+    families = np.arange(cat.n_families)
+    for _ in range(6):
+        for f in families:  # family 4 games its reward: it passes every training episode
+            _train(model, cat, family=int(f), tier=2, k=8 if f == 4 else 5, n=8)
+        # held-out probes at the top tier: a little lower than training for every family
+        # (a shared shift), and family 4 fails them all
+        scores = np.where(families == 4, 0.0, 0.25)
+        model.observe_probes(families, np.full(families.size, 3), scores, np.full(families.size, 8))
+    hacked = model.hacked()
+    assert hacked[4]
+    assert not hacked[families != 4].any()
+
+
+def test_state_round_trips_and_a_bad_state_is_refused() -> None:
+    cat = _catalog()
+    model = SkillModel(cat)
+    _train(model, cat, family=0, tier=1, k=3, n=8)
+    state = model.state_dict()
+    other = SkillModel(cat)
+    other.load_state_dict(state)
+    assert np.array_equal(other.belief()[0], model.belief()[0])
+    broken = dict(state, train_var=np.full(cat.n_families, -1.0))
+    with pytest.raises(ValueError, match="variances"):
+        other.load_state_dict(broken)
+    with pytest.raises(ValueError, match="train_mu"):
+        other.load_state_dict(dict(state, train_mu=np.zeros(3)))
+
+
+def test_the_default_scheduler_draws_tiers_from_the_skill_model() -> None:
+    cat = _catalog()
+    sched = Scheduler(cat, seed=0)
+    assert sched.skill is not None
+    for _ in range(2):
+        sched.record_probes(np.array([5]), np.array([1.0]), tiers=np.array([3]), n=np.array([16]))
+    batch = sched.next_batch(4000)
+    at = batch.family == 5
+    assert at.any()
+    assert (batch.tier[at] == 3).mean() > 0.9  # placed at the top by one probe
+    assert sched.mastered[5]
+    share = at.mean()
+    assert share < 0.5 / cat.n_families  # a mastered family keeps a small share
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("slope", 0.0), ("target", 1.0), ("prior_var", -1.0), ("patience", -1), ("drift", -0.1)],
+)
+def test_bad_skill_settings_are_refused_with_the_field_name(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"skill.{field}"):
+        SkillConfig(**{field: value})
