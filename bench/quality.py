@@ -160,7 +160,7 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
     if "policy" in changes:
         kwargs["policy"] = changes.pop("policy")
     base = SchedulerConfig()
-    if "skill" in changes:
+    if changes.get("skill") is not None:
         assert base.skill is not None
         changes["skill"] = replace(base.skill, **changes["skill"])
     return Scheduler(catalog, seed=seed, config=replace(base, **changes), **kwargs)
@@ -209,11 +209,15 @@ def run_cell(task: tuple[Regime, str, int, dict[str, Any] | None]) -> Cell:
 
 # Each mechanism of the default, and the SchedulerConfig that turns it off (``--ablate``).
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "no_stall": {"skill": {"stalled_weight": 1.0}},  # stalled families keep a full share
+    "no_contrast": {"skill": {"contrast": 0.0}},  # no draws beside the tier for the slope
+    "no_flat": {"skill": {"flat_z": 1e9}},  # coin flips are not flagged
+    "no_reach": {"skill": {"reach_floor": 1e-12}},  # families failing tier 0 are not idled
+    "no_stall": {"skill": {"patience": 10**9}},  # plateaus keep a full share
     "no_mastered": {"skill": {"mastered_weight": 1.0}},  # mastered families too
     "no_hack": {"skill": {"hacked_weight": 1.0}},  # training far above probes: no cap
     "no_drift": {"skill": {"drift": 0.0}},  # evidence never fades
-    "uniform_policy": {"policy": "uniform"},  # no learning-progress weights
+    "learning_progress": {"policy": "learning_progress"},  # LP weights on top
+    "legacy": {"skill": None, "policy": "learning_progress"},  # the previous default
 }
 
 
@@ -234,7 +238,7 @@ def summarize(cells: Sequence[Cell]) -> dict[tuple[str, str], dict[str, float]]:
 def markdown(cells: Sequence[Cell], regimes: Sequence[Regime], runners: Sequence[str]) -> str:
     s = summarize(cells)
     lines = []
-    for metric in ("final", "auc", "p10", "waste"):
+    for metric in ("final", "auc", "p10", "waste", "hack2", "all_tiers"):
         lines.append(f"\n**{metric}** (mean over seeds)\n")
         lines.append("| regime | split | ep/fam/step | " + " | ".join(runners) + " |")
         lines.append("|---|---|---|" + "---|" * len(runners))
@@ -246,11 +250,12 @@ def markdown(cells: Sequence[Cell], regimes: Sequence[Regime], runners: Sequence
                 for x, v in zip(runners, values, strict=True)
                 if x not in ("oracle",) and not x.startswith("ours")
             ]
-            best = (min if metric == "waste" else max)(simple) if simple else None
+            lower = metric in ("waste", "hack2")
+            best = (min if lower else max)(simple) if simple else None
             for x, v in zip(runners, values, strict=True):
                 cell = f"{v:.3f}"
                 if x.startswith("ours") and best is not None:
-                    good = v <= best + 1e-9 if metric == "waste" else v >= best - 1e-9
+                    good = v <= best + 1e-9 if lower else v >= best - 1e-9
                     cell = f"**{cell}**" if good else cell
                 row.append(cell)
             lines.append("| " + " | ".join(row) + " |")

@@ -51,9 +51,12 @@ class SkillConfig:
     prior_var: float = 4.0  # belief before any evidence: N(0, prior_var), in tiers^2
     drift: float = 0.02  # variance added per training episode (skill moves as it trains)
     mastered_at: float = 0.9  # top-tier pass rate that counts as mastered ...
-    confidence: float = 1.0  # ... at this many standard deviations of the belief
-    patience: int = 64  # training episodes of no skill gain before a family is stalled
+    confidence: float = 0.5  # ... at this many standard deviations of the belief
+    patience: int = 128  # training episodes of no skill gain before a family is stalled
     min_gain: float = 0.25  # rise in skill (tiers) that counts as a new best
+    reach_floor: float = 0.05  # tier 0 passing under this (confidently): out of reach
+    contrast: float = 0.2  # share of an undecided family's draws at the tier beside its own
+    flat_z: float = 4.0  # the slope's score test this many standard errors flat: flat
     hack_z: float = 3.0  # training above probes by this many sds beyond the median gap
     # share caps of flagged families, in uniform shares (a trickle keeps evidence coming)
     mastered_weight: float = 0.05
@@ -69,10 +72,17 @@ class SkillConfig:
             if not 0.0 < value < 1.0:
                 raise ValueError(f"skill.{name}: must be in (0, 1), got {value!r}")
         for name, value in {
+            "contrast": self.contrast,
+            "reach_floor": self.reach_floor,
+        }.items():
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"skill.{name}: must be in [0, 1), got {value!r}")
+        for name, value in {
             "drift": self.drift,
             "confidence": self.confidence,
             "min_gain": self.min_gain,
             "hack_z": self.hack_z,
+            "flat_z": self.flat_z,
             "patience": self.patience,
         }.items():
             if not value >= 0:
@@ -83,7 +93,9 @@ _NEWTON_STEPS = 5
 _MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
 _RESID_CLIP = 8.0  # one probe's standardised residual counts at most this much
 _RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
-_REACH = 3.0  # tiers below tier 0 and above the top the mean may go (beyond: no evidence)
+_REACH = 3.0
+_SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
+_SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
 
 
 class SkillModel:
@@ -108,6 +120,11 @@ class SkillModel:
         self.probe_resid = np.zeros(n)
         self.probe_rounds = np.zeros(n)
         self.episodes = np.zeros(n)  # float64 [n_families]: training episodes in all
+        # float64 [5, n_families]: the score test of the belief's slope, from training
+        # outcomes (each against the belief of its time), fading per episode: the scores of
+        # skill and slope, and their information (skill-skill, slope-slope, cross). The
+        # flatness test that the one-slope belief cannot make itself.
+        self.slope_test = np.zeros((5, n))
         self._top = (catalog.n_tiers - 1).astype(np.float64)
         self._chance = catalog.chance_success.astype(np.float64)
 
@@ -142,10 +159,38 @@ class SkillModel:
         return result
 
     def draw_tiers(self, families: IntArray, rng: np.random.Generator) -> IntArray:
-        """A tier for each task: Thompson-sample the skill, take the tier nearest target."""
+        """A tier for each task: Thompson-sample the skill, take the tier nearest target;
+        a ``contrast`` share of the tasks of a family whose slope is still untested go one
+        tier below it (above at tier 0), so the flatness test gets evidence."""
         mu, var = self.belief()
         theta = mu[families] + np.sqrt(var[families]) * rng.standard_normal(families.shape[0])
-        return self._tier_for(theta, families)
+        tier = self._tier_for(theta, families)
+        if self.config.contrast > 0:
+            untested = self._slope_z()[1] < _SLOPE_INFO_MIN
+            side = untested[families] & (rng.random(families.shape[0]) < self.config.contrast)
+            top = self._top[families].astype(np.int64)
+            beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
+            tier = np.where(side, beside, tier)
+        return tier
+
+    def flat(self) -> BoolArray:
+        """bool [n_families]: the pass rate does not fall with the tier as the belief's
+        slope says it should: the score test of the slope (from every training outcome,
+        against the belief of its time) reads ``flat_z`` standard errors flatter. A coin
+        flip, whatever its tier; difficulty makes no difference, so nothing is taught."""
+        z, info = self._slope_z()
+        result: BoolArray = (info >= _SLOPE_INFO_MIN) & (z < -self.config.flat_z)
+        return result
+
+    def _slope_z(self) -> tuple[FloatArray, FloatArray]:
+        """The slope's efficient score test, the skill profiled out (so a family that
+        learned since, passing more often at every tier, reads neither flat nor steep):
+        its z and its information."""
+        u_skill, u_slope, i_ss, i_aa, i_sa = self.slope_test
+        ratio = i_sa / np.maximum(i_ss, 1e-12)
+        info = np.maximum(i_aa - ratio * i_sa, 0.0)
+        z = (u_slope - ratio * u_skill) / np.sqrt(np.maximum(info, 1e-12))
+        return z, info
 
     def mastered(self) -> BoolArray:
         """bool [n_families]: the top tier passes at ``mastered_at`` with confidence."""
@@ -153,6 +198,16 @@ class SkillModel:
         mu, var = self.belief()
         need = self._top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
         result: BoolArray = mu - cfg.confidence * np.sqrt(var) >= need
+        return result
+
+    def out_of_reach(self) -> BoolArray:
+        """bool [n_families]: even tier 0 passes under ``reach_floor`` (normalised) with
+        confidence: an impossible family, or one too far from its easiest tier to learn
+        from it (its rare passes carry almost no signal)."""
+        cfg = self.config
+        mu, var = self.belief()
+        floor = np.log(cfg.reach_floor / (1.0 - cfg.reach_floor)) / cfg.slope
+        result: BoolArray = mu + cfg.confidence * np.sqrt(var) < floor
         return result
 
     def progress(self) -> FloatArray:
@@ -196,6 +251,7 @@ class SkillModel:
         fam = cat.family_of_arm[touched]
         per_family = np.bincount(fam, weights=n_arm[touched], minlength=cat.n_families)
         families = np.flatnonzero(per_family)
+        self._test_slope(fam, cat.tier_of_arm[touched], k_arm[touched], n_arm[touched], per_family)
         self.train_var[families] += self.config.drift * per_family[families]
         self.probe_var[families] += self.config.drift * per_family[families]
         self._update(
@@ -216,6 +272,32 @@ class SkillModel:
         items = n.astype(np.float64)
         self._track_residuals(families, tiers, scores * items, items)
         self._update(self.probe_mu, self.probe_var, families, tiers, scores * items, items)
+
+    def _test_slope(
+        self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray, per_family: FloatArray
+    ) -> None:
+        """Add these counts to the slope's score test, at the current belief."""
+        cfg, nf = self.config, self._catalog.n_families
+        mu, _ = self.belief()
+        chance = self._chance[family]
+        gap = mu[family] - tier
+        q = expit(cfg.slope * gap)
+        p = np.clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
+        d_skill = (1.0 - chance) * q * (1.0 - q) * cfg.slope  # d p / d skill
+        d_slope = (1.0 - chance) * q * (1.0 - q) * gap  # d p / d slope
+        resid = (k - n * p) / (p * (1.0 - p))
+        weight = n / (p * (1.0 - p))
+        terms = (
+            resid * d_skill,
+            resid * d_slope,
+            weight * d_skill * d_skill,
+            weight * d_slope * d_slope,
+            weight * d_skill * d_slope,
+        )
+        fade = (1.0 - 1.0 / _SLOPE_WINDOW) ** per_family
+        for row, term in zip(self.slope_test, terms, strict=True):
+            row *= fade
+            row += np.bincount(family, weights=term, minlength=nf)
 
     def _track_residuals(
         self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray
@@ -272,30 +354,42 @@ class SkillModel:
         var[families] = 1.0 / (prior_prec + info[families])
 
     # ------------------------------------------------------------------ state
+    _FAMILY_ARRAYS = (
+        "train_mu",
+        "train_var",
+        "probe_mu",
+        "probe_var",
+        "slow_mu",
+        "probe_resid",
+        "probe_rounds",
+        "episodes",
+    )
+
     def state_dict(self) -> dict[str, Any]:
-        return {
-            name: getattr(self, name).copy()
-            for name in ("train_mu", "train_var", "probe_mu", "probe_var", "slow_mu", "probe_resid")
-        } | {"episodes": self.episodes.copy(), "probe_rounds": self.probe_rounds.copy()}
+        state = {name: getattr(self, name).copy() for name in self._FAMILY_ARRAYS}
+        return state | {"slope_test": self.slope_test.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        n = self._catalog.n_families
+        """Check every array, then apply them all (a bad state changes nothing)."""
+        cat = self._catalog
         loaded = {}
-        for name in (
-            "train_mu",
-            "train_var",
-            "probe_mu",
-            "probe_var",
-            "slow_mu",
-            "probe_resid",
-            "probe_rounds",
-            "episodes",
-        ):
+        for name in self._FAMILY_ARRAYS:
+            if name not in state:
+                raise ValueError(f"skill.{name}: missing")
             value = np.asarray(state[name], dtype=np.float64)
-            if value.shape != (n,) or not np.all(np.isfinite(value)):
-                raise ValueError(f"skill.{name}: need {n} finite values")
+            if value.shape != (cat.n_families,) or not np.all(np.isfinite(value)):
+                raise ValueError(f"skill.{name}: need {cat.n_families} finite values")
             loaded[name] = value.copy()
+        if "slope_test" not in state:
+            raise ValueError("skill.slope_test: missing")
+        test = np.asarray(state["slope_test"], dtype=np.float64)
+        if test.shape != (5, cat.n_families) or not np.all(np.isfinite(test)):
+            raise ValueError(f"skill.slope_test: need 5 x {cat.n_families} finite values")
+        loaded["slope_test"] = test.copy()
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
+        for name in ("episodes", "probe_rounds"):
+            if (loaded[name] < 0).any():
+                raise ValueError(f"skill.{name}: counts must be >= 0")
         for name, value in loaded.items():
             setattr(self, name, value)

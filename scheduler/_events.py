@@ -8,8 +8,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Event:
-    """Kinds: tier_promoted, tier_demoted, regression, plateau, quarantined, released,
-    suspected_reward_hacking, breaker_opened, breaker_half_open, breaker_closed."""
+    """Kinds: tier_promoted, tier_demoted, mastered, idle (payload reason: out_of_reach,
+    flat or stalled), suspected_reward_hacking (and each of those three ``*_cleared``),
+    breaker_opened, breaker_half_open, breaker_closed; with the legacy tier controller
+    (``SchedulerConfig(skill=None)``) also regression, plateau, quarantined, released."""
 
     step: int
     kind: str

@@ -117,7 +117,7 @@ def _fill_to_one(caps: FloatArray, ceiling: FloatArray) -> FloatArray:
 class Scheduler:
     """Curriculum scheduler over a Catalog of families and tiers.
 
-    >>> sched = Scheduler(catalog, policy="learning_progress", seed=0)
+    >>> sched = Scheduler(catalog, seed=0)
     >>> batch = sched.next_batch(256)
     >>> sched.report(batch, rewards=r, success=s)
     """
@@ -125,7 +125,7 @@ class Scheduler:
     def __init__(
         self,
         catalog: Catalog,
-        policy: str | Mapping[str, Any] | Policy = "learning_progress",
+        policy: str | Mapping[str, Any] | Policy = "uniform",
         seed: int = 0,
         *,
         config: SchedulerConfig | None = None,
@@ -140,6 +140,8 @@ class Scheduler:
         self.stats = ArmStats(catalog.n_arms, self.config.ema_fast, self.config.ema_slow)
         self.tiers = TierController(catalog, self.config.tiers)
         self.skill = None if self.config.skill is None else SkillModel(catalog, self.config.skill)
+        # bool [3, n_families]: mastered, idle, suspected hacking, as last reported in events
+        self._skill_flags = np.zeros((3, catalog.n_families), dtype=bool)
         self.policy_state: dict[str, Any] = self.policy.init_state(catalog)
         self.cursor: IntArray = np.zeros(catalog.n_arms, dtype=np.int64)  # draws per arm
         # float64 [n_families]: learned seconds per episode, starting from the manifest's
@@ -402,7 +404,8 @@ class Scheduler:
             sk = self.config.skill
             assert sk is not None
             ladder = ~cat.tier_separate
-            flag_cap[ladder & self.skill.stalled()] = sk.stalled_weight / n
+            idle = self.skill.stalled() | self.skill.flat() | self.skill.out_of_reach()
+            flag_cap[ladder & idle] = sk.stalled_weight / n
             flag_cap[ladder & self.skill.mastered()] = sk.mastered_weight / n
             flag_cap[ladder & self.skill.hacked()] = sk.hacked_weight / n
             return self._hold_flagged(caps, flag_cap)
@@ -719,9 +722,11 @@ class Scheduler:
 
     def _follow_skill(self, step: int) -> None:
         """Set each ladder family's current tier (what views, probes and metrics read) to
-        the skill model's, with a promotion or demotion event where it moved."""
+        the skill model's, with a promotion or demotion event where it moved, and an event
+        where a family's flag (mastered, idle, suspected hacking) turned on or off."""
         assert self.skill is not None
         cat = self.catalog
+        self._flag_events(step)
         new = np.where(cat.tier_separate, self.tiers.tier, self.skill.tier())
         moved = np.flatnonzero(new != self.tiers.tier)
         if moved.size == 0:
@@ -736,6 +741,32 @@ class Scheduler:
             TierChanges(moved, old, new[moved], pass_rate, nothing, nothing,
                         self.skill.episodes[moved].copy()),
         )
+
+    def _flag_events(self, step: int) -> None:
+        assert self.skill is not None
+        sk, cat = self.skill, self.catalog
+        idle_reason = np.select(
+            [sk.out_of_reach(), sk.flat(), sk.stalled()], [1, 2, 3], default=0
+        ).astype(np.int8)
+        flags = np.stack([sk.mastered(), idle_reason > 0, sk.hacked()]) & ~cat.tier_separate
+        changed = np.argwhere(flags != self._skill_flags)
+        reasons = ("", "out_of_reach", "flat", "stalled")
+        for row, f in changed.tolist():  # only families whose flag changed
+            on = bool(flags[row, f])
+            kind = ("mastered", "idle", "suspected_reward_hacking")[row]
+            payload: dict[str, Any] = {"on": on}
+            if row == 1 and on:
+                payload["reason"] = reasons[int(idle_reason[f])]
+            self._events.append(
+                Event(
+                    step=step,
+                    kind=kind if on else f"{kind}_cleared",
+                    family=cat.family_names[f],
+                    domain=cat.domain_names[int(cat.domain_of_family[f])],
+                    payload=payload,
+                )
+            )
+        self._skill_flags = flags
 
     def _tier_events(self, step: int, changes: TierChanges) -> None:
         """One event per promotion or demotion, with the evidence behind it."""
@@ -1290,6 +1321,7 @@ class Scheduler:
             "stats": self.stats.state_dict(),
             "tiers": self.tiers.state_dict(),
             "skill": None if self.skill is None else self.skill.state_dict(),
+            "skill_flags": self._skill_flags.copy(),
             "policy_state": self.policy_state,
             "cursor": self.cursor.copy(),
             "cost": self.cost.copy(),
@@ -1350,6 +1382,10 @@ class Scheduler:
             self.detectors.load_state_dict(state["detectors"])
             if self.skill is not None:
                 self.skill.load_state_dict(state["skill"])
+                flags = np.asarray(state["skill_flags"], dtype=bool)
+                if flags.shape != self._skill_flags.shape:
+                    raise ValueError("skill_flags has the wrong shape")
+                self._skill_flags = flags.copy()
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"checkpoint: {exc}") from None
         self.cursor = cursor.copy()

@@ -52,9 +52,9 @@ class Settings(BaseSettings):
     )
 
     domains: list[str] = Field(default_factory=lambda: ["configs/domains"])
-    policy: str = "learning_progress"
+    policy: str = "uniform"
     policy_options: dict[str, Any] = Field(default_factory=dict)
-    baseline: str = "uniform"  # what `simulate` compares the policy against
+    baseline: str = "learning_progress"  # what `simulate` compares the policy against
     seed: int = 0
     steps: int = Field(1500, ge=1)
     batch_size: int = Field(256, ge=1)
