@@ -65,6 +65,7 @@ class Regime:
     steps: int
     protocol: Protocol_ = Protocol_()
     learner: dict[str, Any] = field(default_factory=dict)
+    catalog: dict[str, Any] = field(default_factory=dict)  # Catalog.synthetic options
 
     @property
     def episodes_per_family(self) -> float:
@@ -88,6 +89,14 @@ GRID: tuple[Regime, ...] = (
         {"share_hackable": 0.05},
     ),
     Regime("ladder_6tier", "dev", "ladder", (30, 10, 6), 96, 400, P("top", 20, 4)),
+    Regime(  # a hack that grows fast: training passes rise where held-out probes do not
+        "skill_hack_fast", "dev", "skill", (30, 10, 4), 128, 300, P("top", 10, 8),
+        {"share_hackable": 0.05, "hack_rate": 0.02},
+    ),
+    Regime(  # quota pressure: every domain keeps at least 80 % / 30 of the draws
+        "skill_quota", "dev", "skill", (30, 10, 4), 128, 300, P("top", 10, 8),
+        catalog={"min_share": 0.8 / 30},
+    ),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime(
@@ -106,6 +115,10 @@ GRID: tuple[Regime, ...] = (
         {"forgetting": 0.0, "prerequisite_share": 0.5},
     ),
     Regime("skill_all6", "held", "skill", (20, 10, 6), 128, 400, P("all", 10, 8)),
+    Regime(  # multiple choice: a quarter of the answers pass by chance
+        "ladder_chance", "held", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8),
+        catalog={"chance_success": 0.25},
+    ),
 )
 
 BASELINES = ("fixed", "ladder", "ladder_probe", "oracle")
@@ -169,7 +182,7 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
 def run_cell(task: tuple[Regime, str, int, dict[str, Any] | None]) -> Cell:
     regime, runner_name, seed, ablate = task
     d, f, t = regime.shape
-    catalog = Catalog.synthetic(n_domains=d, families_per_domain=f, n_tiers=t)
+    catalog = Catalog.synthetic(n_domains=d, families_per_domain=f, n_tiers=t, **regime.catalog)
     student = make_student(regime.student, catalog, seed, **regime.learner)
     runner = make_runner(runner_name, catalog, seed, student, regime, ablate)
     evaluator = Evaluator(regime.protocol, student, seed)

@@ -145,6 +145,16 @@ class SkillModel:
         result: FloatArray = expit(self.config.slope * (mu[families] - tiers))
         return result
 
+    def pass_rate_band(
+        self, families: IntArray, tiers: IntArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Predicted chance-normalised pass rate at these pairs, and at one standard
+        deviation of the belief either side (low, mean, high)."""
+        mu, var = self.belief()
+        sd = np.sqrt(var[families])
+        s, m = self.config.slope, mu[families] - tiers
+        return expit(s * (m - sd)), expit(s * m), expit(s * (m + sd))
+
     def tier(self) -> IntArray:
         """int64 [n_families]: the tier whose predicted pass rate is nearest the target."""
         mu, _ = self.belief()

@@ -235,16 +235,27 @@ class Scheduler:
             temperature=self.config.temperature,
             floor=self.config.exploration_floor,
         )
-        family, self.compute_ratio = project_quotas_compute(
-            family * self.family_factor,
-            cat.domain_of_family,
-            cat.domain_min_share,
-            cat.domain_max_share,
-            self._family_caps(current),
-            self.cost,
-            cat.domain_compute_basis,
-            ratio=self.compute_ratio,
-        )
+        base = self._family_caps(current)
+        caps = self._cap_flagged(base)
+        for attempt in range(40):
+            try:
+                family, self.compute_ratio = project_quotas_compute(
+                    family * self.family_factor,
+                    cat.domain_of_family,
+                    cat.domain_min_share,
+                    cat.domain_max_share,
+                    caps,
+                    self.cost,
+                    cat.domain_compute_basis,
+                    ratio=self.compute_ratio,
+                )
+                break
+            except ValueError:
+                # The flagged families' caps leave the quotas no room (the domains that
+                # may still grow hold only flagged families): relax those caps, doubling.
+                if attempt == 39 or np.array_equal(caps, base):
+                    raise
+                caps = np.minimum(base, caps * 2.0)
         self._check_quotas(family)
         total = raw.sum()
         arm = raw / total if total > 0 else np.full(cat.n_arms, 1.0 / cat.n_arms)
@@ -383,7 +394,7 @@ class Scheduler:
         if caps.sum() < 1.0:
             log.warning("family caps sum to %.3f < 1; relaxing them evenly", caps.sum())
             caps = _fill_to_one(caps, open_.astype(np.float64))
-        return self._cap_flagged(caps)
+        return caps
 
     def _cap_flagged(self, caps: FloatArray) -> FloatArray:
         """Hold quarantined and mastered families to a small share (``unlearnable.floor``,
@@ -407,6 +418,9 @@ class Scheduler:
             idle = self.skill.stalled() | self.skill.flat() | self.skill.out_of_reach()
             flag_cap[ladder & idle] = sk.stalled_weight / n
             flag_cap[ladder & self.skill.mastered()] = sk.mastered_weight / n
+            # separate-skill families: every arm mastered (``arm_mastered``)
+            separate_done = cat.tier_separate & self.mastered
+            flag_cap[separate_done] = self.config.tiers.mastered_weight / n
             flag_cap[ladder & self.skill.hacked()] = sk.hacked_weight / n
             return self._hold_flagged(caps, flag_cap)
         flag_cap[self.tier_flat] = self.config.detectors.unlearnable.suspect_cap / n
@@ -732,14 +746,12 @@ class Scheduler:
         if moved.size == 0:
             return
         old = self.tiers.tier[moved].copy()
-        pass_rate = self.skill.pass_rate(moved, new[moved])
+        low, rate, high = self.skill.pass_rate_band(moved, new[moved])
         self.tiers.tier[moved] = new[moved]
         self.tiers.last_change[moved] = step
-        nothing = np.full(moved.size, np.nan)
         self._tier_events(
             step,
-            TierChanges(moved, old, new[moved], pass_rate, nothing, nothing,
-                        self.skill.episodes[moved].copy()),
+            TierChanges(moved, old, new[moved], rate, low, high, self.skill.episodes[moved].copy()),
         )
 
     def _flag_events(self, step: int) -> None:

@@ -100,7 +100,9 @@ def test_the_default_scheduler_draws_tiers_from_the_skill_model() -> None:
     batch = sched.next_batch(4000)
     at = batch.family == 5
     assert at.any()
-    assert (batch.tier[at] == 3).mean() > 0.9  # placed at the top by one probe
+    # placed at the top by the probes; a contrast share goes one tier below it
+    assert (batch.tier[at] == 3).mean() > 0.6
+    assert (batch.tier[at] >= 2).all()
     assert sched.mastered[5]
     share = at.mean()
     assert share < 0.5 / cat.n_families  # a mastered family keeps a small share
@@ -113,3 +115,42 @@ def test_the_default_scheduler_draws_tiers_from_the_skill_model() -> None:
 def test_bad_skill_settings_are_refused_with_the_field_name(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=f"skill.{field}"):
         SkillConfig(**{field: value})
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 9),  # family
+            st.integers(0, 3),  # tier
+            st.integers(0, 16),  # passes
+            st.integers(1, 16),  # trials
+            st.booleans(),  # a probe (else training)
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_any_evidence_keeps_every_belief_finite_and_every_tier_in_range(
+    events: list[tuple[int, int, int, int, bool]],
+) -> None:
+    cat = _catalog()
+    model = SkillModel(cat)
+    for family, tier, k, n, probe in events:
+        k = min(k, n)
+        if probe:
+            model.observe_probes(
+                np.array([family]), np.array([tier]), np.array([k / n]), np.array([n])
+            )
+        else:
+            _train(model, cat, family, tier, k, n)
+    mu, var = model.belief()
+    assert np.isfinite(mu).all() and (var > 0).all() and np.isfinite(var).all()
+    tiers = model.draw_tiers(np.arange(cat.n_families), np.random.default_rng(0))
+    assert ((tiers >= 0) & (tiers < cat.n_tiers)).all()
+    for flag in (model.mastered(), model.flat(), model.stalled(), model.out_of_reach()):
+        assert flag.dtype == bool and flag.shape == (cat.n_families,)

@@ -81,7 +81,7 @@ def test_a_probe_runner_runs_the_look_ahead_so_a_coin_flip_is_caught_early() -> 
     family at a half is pooled per arm, and a coin flip is judged long before the slow
     rule's ``coin_min_probes`` rounds; a family whose next tier is hard is left alone."""
     cat = Catalog.synthetic(1, 2, 3)
-    sched = Scheduler(cat, "uniform", seed=0)
+    sched = Scheduler(cat, "uniform", seed=0, config=SchedulerConfig(skill=None))
     rng = np.random.default_rng(7)
     level = {0: [0.5, 0.5, 0.5], 1: [0.5, 0.05, 0.0]}
     lock = threading.Lock()

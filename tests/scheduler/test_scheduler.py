@@ -175,7 +175,7 @@ def test_environment_faults_do_not_count_as_failures() -> None:
 def test_quotas_hold_over_many_draws() -> None:
     cat = Catalog.synthetic(4, 5, 2, min_share=0.1, max_share=0.4)
     # Make domain 0 overwhelmingly attractive: its share must still stop at max_share.
-    sched = Scheduler(cat, "static", config=SchedulerConfig(exploration_floor=0.0))
+    sched = Scheduler(cat, "static", config=SchedulerConfig(skill=None, exploration_floor=0.0))
     object.__setattr__(cat, "family_weight", np.where(cat.domain_of_family == 0, 100.0, 0.01))
     counts = np.zeros(cat.n_domains)
     for _ in range(200):
@@ -193,7 +193,7 @@ def test_tiers_move_up_then_down_with_events() -> None:
     # A mastered cap of one uniform share does not bind under `uniform`: every family keeps
     # being drawn, so all of them see the collapse (the cap itself is tested below).
     tiers = TierConfig(min_samples=10, cooldown_steps=0, mastered_weight=1.0)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=tiers))
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=tiers))
     for _ in range(30):
         batch = sched.next_batch(128)
         sched.report(batch, rewards=np.ones(128), success=np.ones(128))
@@ -277,7 +277,7 @@ def _master(sched: Scheduler, families: list[int], steps: int = 20) -> None:
 def test_a_mastered_family_keeps_only_a_floor_share_however_large_its_weight() -> None:
     cat = Catalog.synthetic(2, 4, 1)
     object.__setattr__(cat, "family_weight", np.where(np.arange(8) == 0, 100.0, 1.0))
-    sched = Scheduler(cat, "static", config=SchedulerConfig(exploration_floor=0.0))
+    sched = Scheduler(cat, "static", config=SchedulerConfig(skill=None, exploration_floor=0.0))
     assert sched.weights().family[0] > 0.9
     _master(sched, [0])
     assert sched.tiers.mastered.tolist() == [True] + [False] * 7
@@ -290,7 +290,7 @@ def test_a_mastered_family_keeps_only_a_floor_share_however_large_its_weight() -
 def test_a_family_mastered_before_training_keeps_the_innate_share() -> None:
     cat = Catalog.synthetic(2, 4, 1)
     tiers = TierConfig(mastered_weight=0.05, innate_weight=0.01)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=tiers, exploration_floor=0.0))
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=tiers, exploration_floor=0.0))
     sched.record_probes([0], [1.0], n=[32])  # family 0 passes its first probe, untrained;
     _master(sched, [0, 1])  # family 1 is taught to mastery by training
     assert sched.mastered[:2].tolist() == [True, True]
@@ -302,7 +302,7 @@ def test_a_family_mastered_before_training_keeps_the_innate_share() -> None:
 
 def test_a_domain_min_share_still_lifts_its_flagged_families() -> None:
     cat = Catalog.synthetic(2, 2, 1, min_share=0.3)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(exploration_floor=0.0))
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, exploration_floor=0.0))
     _master(sched, [0, 1], steps=40)  # all of domain 0 is mastered
     assert sched.tiers.mastered.tolist() == [True, True, False, False]
     w = sched.weights()
@@ -313,7 +313,7 @@ def test_a_domain_min_share_still_lifts_its_flagged_families() -> None:
 
 def test_probe_rounds_promote_a_family_it_never_trains_on() -> None:
     cat = _catalog()
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=TierConfig(cooldown_steps=0)))
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=TierConfig(cooldown_steps=0)))
     fams = np.arange(cat.n_families)
     for _ in range(cat.n_tiers.max()):
         sched.record_probes(
@@ -330,7 +330,7 @@ def test_probe_rounds_promote_a_family_it_never_trains_on() -> None:
 def test_a_review_tier_is_probed_first_and_gets_review_draws() -> None:
     cat = Catalog.synthetic(1, 2, 4)
     tiers = TierConfig(cooldown_steps=0, review_share=0.25, retain_at=0.6)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=tiers))
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=tiers))
     fams = np.arange(2)
     for _ in range(4):  # probes alone take both families to the top tier, and pass it
         sched.record_probes(fams, [1.0, 1.0], tiers=sched.tiers.tier.copy(), n=[32, 32])
@@ -364,7 +364,7 @@ def test_a_review_tier_is_probed_first_and_gets_review_draws() -> None:
 
 def test_placement_probes_take_a_mastered_family_to_its_level_in_one_round() -> None:
     cat = Catalog.synthetic(1, 2, 4)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(tiers=TierConfig(cooldown_steps=5)))
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=TierConfig(cooldown_steps=5)))
     level = np.array([3, 1])  # family 0 passes every tier, family 1 only tiers 0 and 1
     families = np.arange(2)
     sched.record_probes(families, (sched.tiers.tier <= level) * 1.0, n=[32, 32], step=0)
@@ -386,7 +386,7 @@ def test_a_coin_flip_whose_harder_tier_passes_as_often_is_caught_early() -> None
     """Family 0 pays coin flips at every tier; family 1 sits at a half on tier 0 but its
     tier 1 is hard. The look-ahead probe tells them apart long before a flat curve could."""
     cat = Catalog.synthetic(1, 2, 3)
-    sched = Scheduler(cat, "uniform", seed=0)
+    sched = Scheduler(cat, "uniform", seed=0, config=SchedulerConfig(skill=None))
     rng = np.random.default_rng(12345)  # not the scheduler's stream: seed 0 would mirror it
     level = {0: [0.5, 0.5, 0.5], 1: [0.5, 0.05, 0.0]}
 
@@ -451,7 +451,7 @@ def _suspect(chance: float) -> Scheduler:
     others' next tier is clearly harder. The policy wants families 0 and 1 most."""
     cat = Catalog.synthetic(2, 2, 3, chance_success=chance)
     object.__setattr__(cat, "family_weight", np.array([100.0, 100.0, 1.0, 1.0]))
-    sched = Scheduler(cat, "static", config=SchedulerConfig(exploration_floor=0.0))
+    sched = Scheduler(cat, "static", config=SchedulerConfig(skill=None, exploration_floor=0.0))
     assert sched.weights().family[0] > 0.45
     for _ in range(2):
         _flat_round(sched, [0.5] * 4, [0.5, 0.05, 0.05, 0.05])
@@ -531,7 +531,7 @@ def test_a_ladder_family_that_passed_a_tier_is_not_unlearnable_while_it_stalls_a
     torch benchmark's parities declared as a ladder: 5 such quarantines on 5 seeds before);
     a family that never passed anything is still quarantined."""
     cat = Catalog.synthetic(1, 2, 2, chance_success=0.5)
-    sched = Scheduler(cat, "uniform")
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None))
     sched.record_probes([0, 1], [1.0, 0.5], tiers=[0, 0], n=[64, 64], step=0)
     assert sched.tiers.tier.tolist() == [1, 0]  # family 0 placed one tier up
     for step in range(1, 41):
@@ -544,7 +544,7 @@ def test_detail_metrics_count_mastered_and_innate_families() -> None:
     from scheduler._metrics import RunMetrics
 
     cat = Catalog.synthetic(2, 4, 1)
-    sched = Scheduler(cat, "uniform")
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None))
     sched.record_probes([0], [1.0], n=[32])  # innate: mastered before any training
     _master(sched, [0, 1])  # family 1 taught to mastery
     metrics = RunMetrics(cat).per_family(sched)

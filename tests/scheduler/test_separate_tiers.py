@@ -178,7 +178,7 @@ def test_a_family_with_one_credible_skill_is_not_unlearnable() -> None:
     or under chance while the first is learned) has learned something; one whose every
     tier reads that mean has not."""
     cat = _separate(n_families=2, chance_success=0.5)
-    sched = Scheduler(cat, "uniform")
+    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None))
     skill = [0.7, 0.45, 0.45, 0.45]
     flat = [float(np.mean(skill))] * N_TIERS
     for step in range(40):
