@@ -80,7 +80,10 @@ class SchedulerRunner:
     def on_probe(self, r: Readings) -> None:
         if r.families.size:
             self.sched.record_probes(
-                r.families, r.scores, tiers=r.tiers, n=np.full(r.families.size, r.n),
+                r.families,
+                r.scores,
+                tiers=r.tiers,
+                n=np.full(r.families.size, r.n),
                 step=max(r.step - 1, 0),
             )
 

@@ -132,7 +132,9 @@ class SkillStudent:
         return _draw_families(first, live, n, rng)
 
 
-def _draw_families(arm_of_family: IntArray, live: BoolArray, n: int, rng: np.random.Generator) -> IntArray:
+def _draw_families(
+    arm_of_family: IntArray, live: BoolArray, n: int, rng: np.random.Generator
+) -> IntArray:
     families = np.flatnonzero(live)
     if families.size == 0:
         families = np.arange(arm_of_family.shape[0])
@@ -202,9 +204,7 @@ class LadderStudent:
         self._step = 0
         # per arm: index of the tier below in the same family (self for tier 0)
         self._below = np.where(tier > 0, np.arange(catalog.n_arms) - 1, np.arange(catalog.n_arms))
-        self._above = np.where(
-            tier < catalog.n_tiers[fam] - 1, np.arange(catalog.n_arms) + 1, -1
-        )
+        self._above = np.where(tier < catalog.n_tiers[fam] - 1, np.arange(catalog.n_arms) + 1, -1)
 
     def _p(self, arm: IntArray, train: bool) -> FloatArray:
         cat = self.catalog
@@ -226,9 +226,7 @@ class LadderStudent:
         k = np.bincount(arm, minlength=cat.n_arms).astype(np.float64)
         touched = np.flatnonzero(k)
         c = self._c[touched]
-        ready = np.where(
-            cat.tier_of_arm[touched] > 0, self._c[self._below[touched]] ** 2, 1.0
-        )
+        ready = np.where(cat.tier_of_arm[touched] > 0, self._c[self._below[touched]] ** 2, 1.0)
         f = cat.family_of_arm[touched]
         gate = np.ones(touched.size)
         has = self._prereq[f] >= 0

@@ -63,7 +63,7 @@ class Regime:
     shape: tuple[int, int, int]  # domains, families per domain, tiers
     batch: int
     steps: int
-    protocol: Protocol_ = Protocol_()
+    protocol: Protocol_ = field(default_factory=Protocol_)
     learner: dict[str, Any] = field(default_factory=dict)
     catalog: dict[str, Any] = field(default_factory=dict)  # Catalog.synthetic options
 
@@ -85,38 +85,78 @@ GRID: tuple[Regime, ...] = (
     Regime("skill_1tier", "dev", "skill", (20, 10, 1), 64, 300, P("top", 10, 8)),
     Regime("ladder_late", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8, 10, 0.3)),
     Regime(
-        "skill_hack", "dev", "skill", (30, 10, 4), 128, 300, P("top", 10, 8),
+        "skill_hack",
+        "dev",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
         {"share_hackable": 0.05},
     ),
     Regime("ladder_6tier", "dev", "ladder", (30, 10, 6), 96, 400, P("top", 20, 4)),
     Regime(  # a hack that grows fast: training passes rise where held-out probes do not
-        "skill_hack_fast", "dev", "skill", (30, 10, 4), 128, 300, P("top", 10, 8),
+        "skill_hack_fast",
+        "dev",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
         {"share_hackable": 0.05, "hack_rate": 0.02},
     ),
     Regime(  # quota pressure: every domain keeps at least 80 % / 30 of the draws
-        "skill_quota", "dev", "skill", (30, 10, 4), 128, 300, P("top", 10, 8),
+        "skill_quota",
+        "dev",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
         catalog={"min_share": 0.8 / 30},
     ),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
+    Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
     Regime(
-        "skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)
-    ),
-    Regime(
-        "ladder_hack", "held", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8),
+        "ladder_hack",
+        "held",
+        "ladder",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
         {"share_hackable": 0.05},
     ),
     Regime(
-        "skill_sparse_none", "held", "skill", (30, 10, 4), 64, 400, P("none"),
+        "skill_sparse_none",
+        "held",
+        "skill",
+        (30, 10, 4),
+        64,
+        400,
+        P("none"),
         {"initial_tiers": (-1.5, -0.5)},
     ),
     Regime(
-        "ladder_asked", "held", "ladder", (40, 10, 3), 200, 300, P("asked", 10, 4),
+        "ladder_asked",
+        "held",
+        "ladder",
+        (40, 10, 3),
+        200,
+        300,
+        P("asked", 10, 4),
         {"forgetting": 0.0, "prerequisite_share": 0.5},
     ),
     Regime("skill_all6", "held", "skill", (20, 10, 6), 128, 400, P("all", 10, 8)),
     Regime(  # multiple choice: a quarter of the answers pass by chance
-        "ladder_chance", "held", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8),
+        "ladder_chance",
+        "held",
+        "ladder",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
         catalog={"chance_success": 0.25},
     ),
 )
@@ -284,7 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--syllabus", action="store_true", help="add Syllabus's curricula")
     ap.add_argument("--ablate", action="store_true", help="the default minus each mechanism")
     ap.add_argument(
-        "--variant", action="append", default=[], metavar="NAME=JSON",
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
         help='a named variant of the default: ours-x={"skill": {"patience": 64}}',
     )
     ap.add_argument("--jobs", type=int, default=2)
@@ -298,9 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if x not in known:
             print(f"--regimes: unknown regime {x!r}; known: {', '.join(known)}", file=sys.stderr)
             return 2
-    regimes = [known[x] for x in names] if names else [
-        r for r in GRID if args.split in ("all", r.split)
-    ]
+    regimes = (
+        [known[x] for x in names] if names else [r for r in GRID if args.split in ("all", r.split)]
+    )
     runners = [x for x in args.runners.split(",") if x] or ["ours", *BASELINES]
     if args.syllabus:
         runners += [f"syllabus:{n}" for n in SYLLABUS]

@@ -163,9 +163,7 @@ class SkillModel:
     def _tier_for(self, theta: FloatArray, families: IntArray) -> IntArray:
         cfg = self.config
         offset = np.log(cfg.target / (1.0 - cfg.target)) / cfg.slope
-        result: IntArray = np.clip(np.rint(theta - offset), 0, self._top[families]).astype(
-            np.int64
-        )
+        result: IntArray = np.clip(np.rint(theta - offset), 0, self._top[families]).astype(np.int64)
         return result
 
     def draw_tiers(self, families: IntArray, rng: np.random.Generator) -> IntArray:
@@ -256,16 +254,22 @@ class SkillModel:
             return
         cat = self._catalog
         n_arm = np.bincount(arm, minlength=cat.n_arms).astype(np.float64)
-        k_arm = np.bincount(arm, weights=success > 0.5, minlength=cat.n_arms)
+        k_arm = np.bincount(arm, weights=success > 0.5, minlength=cat.n_arms).astype(np.float64)
         touched = np.flatnonzero(n_arm)
         fam = cat.family_of_arm[touched]
-        per_family = np.bincount(fam, weights=n_arm[touched], minlength=cat.n_families)
+        per_family = np.bincount(fam, weights=n_arm[touched], minlength=cat.n_families).astype(
+            np.float64
+        )
         families = np.flatnonzero(per_family)
         self._test_slope(fam, cat.tier_of_arm[touched], k_arm[touched], n_arm[touched], per_family)
         self.train_var[families] += self.config.drift * per_family[families]
         self.probe_var[families] += self.config.drift * per_family[families]
         self._update(
-            self.train_mu, self.train_var, fam, cat.tier_of_arm[touched], k_arm[touched],
+            self.train_mu,
+            self.train_var,
+            fam,
+            cat.tier_of_arm[touched],
+            k_arm[touched],
             n_arm[touched],
         )
         self.episodes[families] += per_family[families]
@@ -354,7 +358,9 @@ class SkillModel:
             p = np.clip(p, 1e-9, 1.0 - 1e-9)
             dp = (1.0 - chance) * slope * q * (1.0 - q)
             grad = np.bincount(family, weights=(k - n * p) * dp / (p * (1.0 - p)), minlength=nf)
-            info = np.bincount(family, weights=n * dp * dp / (p * (1.0 - p)), minlength=nf)
+            info = np.bincount(family, weights=n * dp * dp / (p * (1.0 - p)), minlength=nf).astype(
+                np.float64
+            )
             g = grad[families] - prior_prec * (mu[families] - prior_mu)
             h = info[families] + prior_prec
             move = np.clip(g / h, -_MAX_STEP, _MAX_STEP)  # damped: the likelihood is flat

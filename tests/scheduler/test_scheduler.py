@@ -290,7 +290,9 @@ def test_a_mastered_family_keeps_only_a_floor_share_however_large_its_weight() -
 def test_a_family_mastered_before_training_keeps_the_innate_share() -> None:
     cat = Catalog.synthetic(2, 4, 1)
     tiers = TierConfig(mastered_weight=0.05, innate_weight=0.01)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=tiers, exploration_floor=0.0))
+    sched = Scheduler(
+        cat, "uniform", config=SchedulerConfig(skill=None, tiers=tiers, exploration_floor=0.0)
+    )
     sched.record_probes([0], [1.0], n=[32])  # family 0 passes its first probe, untrained;
     _master(sched, [0, 1])  # family 1 is taught to mastery by training
     assert sched.mastered[:2].tolist() == [True, True]
@@ -313,7 +315,9 @@ def test_a_domain_min_share_still_lifts_its_flagged_families() -> None:
 
 def test_probe_rounds_promote_a_family_it_never_trains_on() -> None:
     cat = _catalog()
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=TierConfig(cooldown_steps=0)))
+    sched = Scheduler(
+        cat, "uniform", config=SchedulerConfig(skill=None, tiers=TierConfig(cooldown_steps=0))
+    )
     fams = np.arange(cat.n_families)
     for _ in range(cat.n_tiers.max()):
         sched.record_probes(
@@ -364,7 +368,9 @@ def test_a_review_tier_is_probed_first_and_gets_review_draws() -> None:
 
 def test_placement_probes_take_a_mastered_family_to_its_level_in_one_round() -> None:
     cat = Catalog.synthetic(1, 2, 4)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None, tiers=TierConfig(cooldown_steps=5)))
+    sched = Scheduler(
+        cat, "uniform", config=SchedulerConfig(skill=None, tiers=TierConfig(cooldown_steps=5))
+    )
     level = np.array([3, 1])  # family 0 passes every tier, family 1 only tiers 0 and 1
     families = np.arange(2)
     sched.record_probes(families, (sched.tiers.tier <= level) * 1.0, n=[32, 32], step=0)
