@@ -60,7 +60,7 @@ class RunMetrics:
             "run/weight_entropy": float(-(positive * np.log(positive)).sum()),
             "run/pass_rate": float(success[counted].mean()) if counted.any() else float("nan"),
             "run/fault_rate": float(1.0 - counted.mean()) if len(batch) else 0.0,
-            "run/quarantined": float(sched.detectors.quarantined.sum()),
+            "run/quarantined": float(sched.held_back().sum()),
             "run/breakers_open": float(sched.breakers.open_mask.sum()),
         }
         if probed.size:
@@ -119,7 +119,9 @@ class RunMetrics:
         mastered = sched.mastered
         counts = {
             "run/mastered": float(mastered.sum()),
-            "run/innate": float((mastered & sched.tiers.innate_latch).sum()),
+            "run/innate": float((mastered & sched.tiers.innate_latch).sum())
+            if sched.skill is None
+            else 0.0,
         }
         return counts | _finite(self._family_keys, values)
 

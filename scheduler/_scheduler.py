@@ -19,18 +19,17 @@ from domains import Catalog
 from policies import (
     ArmView,
     Policy,
+    SkillConfig,
+    SkillModel,
     TierChanges,
     TierConfig,
     TierController,
     binomial_interval,
     make_policy,
-    SkillConfig,
-    SkillModel,
     policy_params,
     project_quotas_compute,
     smooth,
 )
-
 
 from ._batch import Batch, Outcome, Status
 from ._breakers import BreakerConfig, CircuitBreakers
@@ -1200,6 +1199,18 @@ class Scheduler:
         probe (inf where never probed)."""
         _, high, chance = self._latest_probe_bounds(np.arange(self.catalog.n_arms))
         result: FloatArray = np.nan_to_num((high - chance) / (1.0 - chance), nan=np.inf)
+        return result
+
+    def held_back(self) -> npt.NDArray[np.bool_]:
+        """bool [n_families]: families held to a small share because they cannot teach the
+        model anything now: the skill model's idle and suspected-hacking flags (the legacy
+        detectors' quarantine with ``skill=None``)."""
+        if self.skill is None:
+            return self.detectors.quarantined.copy()
+        sk = self.skill
+        result: npt.NDArray[np.bool_] = (
+            sk.out_of_reach() | sk.flat() | sk.stalled() | sk.hacked()
+        ) & ~self.catalog.tier_separate
         return result
 
     @property
