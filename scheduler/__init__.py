@@ -37,7 +37,11 @@ from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
 
 # torch is imported only when its adapter is first used, so `import scheduler` stays light.
-_LAZY = {"CurriculumBatchSampler": "._torch", "RowIndex": "._torch"}
+_LAZY = {
+    "CurriculumBatchSampler": ".integrations._torch",
+    "DatasetColumns": ".integrations._columns",
+    "RowIndex": ".integrations._rows",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -55,6 +59,7 @@ __all__ = [
     "CircuitBreakers",
     "ConfigError",
     "CurriculumBatchSampler",
+    "DatasetColumns",
     "DetectorConfig",
     "Detectors",
     "DomainCurves",

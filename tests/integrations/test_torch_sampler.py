@@ -11,6 +11,7 @@ from domains import Catalog
 from scheduler import (
     ConfigError,
     CurriculumBatchSampler,
+    DatasetColumns,
     RowIndex,
     Scheduler,
     dumps_state,
@@ -90,21 +91,104 @@ def test_sampler_resumes_exactly_mid_epoch() -> None:
     assert drive(again, 6) == rest
 
 
-def test_row_index_rejects_a_dataset_that_does_not_cover_the_pools() -> None:
+def test_row_index_rejects_repeated_rows_and_a_family_tier_without_rows() -> None:
     cat, data, _ = _setup()
-    with pytest.raises(ConfigError, match="rows for 59 of the catalog's 60"):
-        RowIndex.from_columns(
-            cat, family=data.names[1:], tier=data.tier[1:], variant=data.variant[1:]
-        )
-    with pytest.raises(ConfigError, match="several rows"):
+    with pytest.raises(ConfigError, match=r"rows 0 and 60 both hold"):
         RowIndex.from_columns(
             cat,
             family=[*data.names, data.names[0]],
             tier=np.r_[data.tier, data.tier[0]],
             variant=np.r_[data.variant, data.variant[0]],
         )
-    with pytest.raises(ConfigError, match="does not have"):
-        RowIndex.from_columns(cat, family=data.family, tier=data.tier, variant=data.variant + 5)
+    keep = ~((data.family == 1) & (data.tier == 1))
+    with pytest.raises(ConfigError, match=r"'domain_0.family_1' tier 1 has no row"):
+        RowIndex.from_columns(
+            cat,
+            family=[n for n, k in zip(data.names, keep, strict=True) if k],
+            tier=data.tier[keep],
+            variant=data.variant[keep],
+        )
+
+
+def test_bad_rows_raise_the_projects_error_naming_row_and_column() -> None:
+    cat, data, _ = _setup()
+    names = list(data.names)
+    names[3] = "no_such_family"
+    tier = data.tier.copy()
+    tier[7] = 9
+    variant = data.variant.copy()
+    variant[11] = 5
+    with pytest.raises(ConfigError) as err:
+        RowIndex.from_columns(
+            cat, family=names, tier=tier, variant=variant, columns=DatasetColumns(tier="level")
+        )
+    text = str(err.value)
+    assert "row 3, column 'family': unknown family 'no_such_family'" in text
+    assert "row 7, column 'level': family" in text and "got 9" in text
+    assert "row 11, column 'variant'" in text and "got 5" in text
+    with pytest.raises(ConfigError, match=r"row 2, column 'tier': must be an integer"):
+        RowIndex.from_columns(
+            cat, family=names[:3], tier=[0, 1, "x"], variant=[0, 0, 0]
+        )
+
+
+def test_a_partial_pool_is_the_rows_a_family_tier_has() -> None:
+    cat = Catalog.synthetic(1, 2, 2, pool_size=8)
+    # arm 0 has variants 2 and 5 only; the others have 0..7
+    arm = np.r_[[0, 0], np.repeat([1, 2, 3], 8)]
+    variant = np.r_[[5, 2], np.tile(np.arange(8), 3)]
+    rows = RowIndex.from_columns(
+        cat,
+        family=cat.family_of_arm[arm],
+        tier=cat.tier_of_arm[arm],
+        variant=variant,
+    )
+    assert rows.rows_per_arm.tolist() == [2, 8, 8, 8]
+    sched = Scheduler(cat, "uniform", seed=0)
+    drawn = []
+    for _ in range(40):
+        batch = sched.next_batch(8)
+        got = rows.rows(batch)
+        np.testing.assert_array_equal(arm[got], batch.arm)
+        full = batch.arm != 0
+        np.testing.assert_array_equal(variant[got][full], batch.variant[full])
+        drawn += got[~full].tolist()
+        sched.report(batch, rewards=np.zeros(8))
+    assert set(drawn) == {0, 1}  # both rows of the partial pool, and nothing else
+    assert rows.lookup(np.array([0, 0, 1]), np.array([5, 3, 7])).tolist() == [0, -1, 9]
+
+
+def test_stateful_dataloader_resumes_the_batch_sampler_mid_epoch() -> None:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    cat, data, rows = _setup()
+
+    def loader(seed: int) -> tuple[StatefulDataLoader, CurriculumBatchSampler]:
+        sampler = CurriculumBatchSampler(
+            Scheduler(cat, "learning_progress", seed=seed), rows, batch_size=6, num_batches=10
+        )
+        return StatefulDataLoader(data, batch_sampler=sampler), sampler
+
+    def run(dl: StatefulDataLoader, sampler: CurriculumBatchSampler, n: int) -> list[list[int]]:
+        seen = []
+        it = iter(dl)
+        for _ in range(n):
+            item = next(it)
+            batch = sampler.take_batch()
+            seen.append(item["arm"].tolist())
+            sampler.scheduler.report(batch, rewards=(item["arm"].numpy() % 3 == 0) * 1.0)
+        return seen
+
+    dl, sampler = loader(seed=3)
+    first = run(dl, sampler, 4)
+    saved = loads_state(dumps_state(dl.state_dict()["_index_sampler_state"]))
+    state = dl.state_dict()
+    rest = run(dl, sampler, 6)
+    assert len(first + rest) == 10
+    dl2, sampler2 = loader(seed=0)  # another seed: everything comes from the checkpoint
+    dl2.load_state_dict(state)
+    assert saved["yielded"] == 4
+    assert run(dl2, sampler2, 6) == rest
 
 
 def test_take_batch_pairs_items_with_batches_when_workers_prefetch() -> None:
