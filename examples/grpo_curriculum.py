@@ -110,6 +110,18 @@ def count_target(
     return out
 
 
+def probe_for(sched: Scheduler) -> Any:
+    """A held-out probe stand-in, ``(families, tiers) -> (scores, n)``: here each arm's
+    recent mean reward. A real run evaluates the model on the family's probe set."""
+    cat = sched.catalog
+
+    def evaluate(families: np.ndarray, tiers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean = sched.stats.reward_fast[cat.arm_start[families] + tiers]
+        return np.nan_to_num(mean, nan=0.0).clip(0, 1), np.full(families.shape, 8)
+
+    return evaluate
+
+
 def grpo_args(output_dir: str, steps: int, **overrides: Any) -> Any:
     from trl import GRPOConfig
 
@@ -144,11 +156,6 @@ def build(
     curriculum = GRPOCurriculum(sched)  # reads the columns family, tier and variant
     tokenizer = word_tokenizer()
 
-    def evaluate(families: np.ndarray, tiers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A held-out probe stand-in: here, each family's mean reward so far."""
-        mean = sched.stats.reward_fast[cat.arm_start[families] + tiers]
-        return np.nan_to_num(mean, nan=0.0).clip(0, 1), np.full(families.shape, 8)
-
     trainer = CurriculumGRPOTrainer(
         model=tiny_model(tokenizer, seed),
         args=grpo_args(output_dir, steps, **overrides),
@@ -156,7 +163,7 @@ def build(
         processing_class=tokenizer,
         reward_funcs=[curriculum.reward(count_target, success=0.5)],
         curriculum=curriculum,
-        probe=evaluate,
+        probe=probe_for(sched),
         probe_every=4,
     )
     return trainer, curriculum

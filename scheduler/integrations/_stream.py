@@ -91,6 +91,7 @@ class CurriculumStream:
         self._replay: deque[Batch] = deque()  # restored from a checkpoint, to yield again
         # reports received when each block was drawn: block j then knew blocks < that value
         self.reports_at_draw: list[int] = []
+        self._first_logged = 0  # block index of reports_at_draw[0] (a resume starts anew)
         n = rows.catalog.n_arms
         self.groups: IntArray = np.zeros(n, dtype=np.int64)  # int64 [n_arms]: groups reported
         self.zero_variance: IntArray = np.zeros(n, dtype=np.int64)  # int64 [n_arms]: of which flat
@@ -123,7 +124,8 @@ class CurriculumStream:
 
     def feedback_lag(self) -> int:
         """The largest lag seen: block j drawn knowing the rewards of blocks < r has lag j-r+1."""
-        lags = [j - r + 1 for j, r in enumerate(self.reports_at_draw) if r > 0]
+        base = self._first_logged
+        lags = [base + j - r + 1 for j, r in enumerate(self.reports_at_draw) if r > 0]
         return max(lags, default=0)
 
     @property
@@ -220,3 +222,4 @@ class CurriculumStream:
         self.drawn, self.reported, self.block_in_epoch = counters
         self.groups, self.zero_variance = groups.copy(), flat.copy()
         self.reports_at_draw = []
+        self._first_logged = self.drawn

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
@@ -118,6 +119,16 @@ class CurriculumGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
         )
+
+    def get_train_dataloader(self) -> Any:
+        """TRL's loader, with a generator of its own: a DataLoader draws its workers' base
+        seed when an epoch starts, from torch's global RNG unless it has one. A resumed
+        Trainer restores that RNG just before, so the draw would shift every completion
+        sampled after a resume, and with them the rewards the curriculum hears."""
+        loader = super().get_train_dataloader()
+        base = getattr(loader, "base_dataloader", loader)
+        base.generator = torch.Generator().manual_seed(int(self.args.seed))
+        return loader
 
     def _prepare_inputs(self, generation_batch: Any) -> Any:
         self.curriculum.training = bool(self.model.training)
