@@ -1,0 +1,206 @@
+"""The scheduler replicated over torch.distributed ranks as a deterministic state machine.
+
+Every rank holds a full Scheduler built from the same catalog, policy and seed. Each step,
+every rank draws the same global batch and keeps its own shard (contiguous, disjoint, all
+ranks together covering the batch). After the rollouts, each rank's outcomes for its shard
+are all-gathered and every rank reports the whole batch, so every replica makes the same
+update and draws the same next batch. ``checksum()`` / ``verify()`` compare the replicas.
+Only rank 0 writes: the recorder (store and MLflow) runs there alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._batch import Batch, Status
+from .._errors import ConfigError, ReportError
+from .._probes import ProbeRound
+from .._recorder import RunRecorder
+from .._scheduler import Scheduler
+from .._serialize import dumps_state, loads_state
+from ..backends import BatchOutcomes
+from ._collective import ProbeMany, all_gather, broadcast, rank_and_world, replicated_probe_round
+from ._stream import batch_from_state, batch_state, sub_batch
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+_FIELDS = ("rewards", "success", "process", "cost", "status")
+
+
+@dataclass(frozen=True, eq=False)
+class Shard:
+    """This rank's part of a global batch: ``positions`` index into ``batch``."""
+
+    batch: Batch  # the global batch, the same on every rank
+    positions: IntArray  # int64 [m]: this rank's tasks, ascending
+    rank: int
+
+    @property
+    def tasks(self) -> Batch:
+        """This rank's tasks as a Batch (same step), to hand to the rollout workers."""
+        keep = np.zeros(len(self.batch), dtype=bool)
+        keep[self.positions] = True
+        return sub_batch(self.batch, keep)
+
+    def __len__(self) -> int:
+        return int(self.positions.shape[0])
+
+
+class ReplicatedScheduler:
+    """One replica of the scheduler per rank, kept identical by gathering every report.
+
+    ``group`` is a torch.distributed process group (default: the world); without an
+    initialised process group this is a world of one. ``recorder`` (store, MLflow) is used
+    on rank 0 only: give it on every rank, or on rank 0 alone."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        group: Any = None,
+        recorder: RunRecorder | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.group = group
+        self.rank, self.world_size = rank_and_world(group)
+        self.recorder = recorder if self.rank == 0 else None
+        self._batches: dict[int, Batch] = {}  # global batches awaiting their report
+
+    @property
+    def is_writer(self) -> bool:
+        return self.rank == 0
+
+    def shard_positions(self, n: int) -> IntArray:
+        """This rank's positions in a batch of ``n``: contiguous, sizes differing by one."""
+        bounds = np.linspace(0, n, self.world_size + 1).round().astype(np.int64)
+        return np.arange(bounds[self.rank], bounds[self.rank + 1], dtype=np.int64)
+
+    def next_shard(self, n: int) -> Shard:
+        """Draw the global batch of ``n`` (the same on every rank) and take this rank's shard."""
+        batch = self.scheduler.next_batch(n)
+        self._batches[batch.step] = batch
+        return Shard(batch=batch, positions=self.shard_positions(n), rank=self.rank)
+
+    def report(
+        self,
+        shard: Shard,
+        rewards: npt.ArrayLike,
+        success: npt.ArrayLike | None = None,
+        process: npt.ArrayLike | None = None,
+        cost: npt.ArrayLike | None = None,
+        status: npt.ArrayLike | None = None,
+    ) -> None:
+        """Report this rank's outcomes (aligned with its shard); every rank must call it.
+
+        The shards are gathered into whole-batch arrays and reported on every rank. A bad
+        value anywhere is refused on every rank with the same ReportError, so the replicas
+        stay identical either way."""
+        n_local = len(shard)
+        mine: dict[str, Any] = {"step": shard.batch.step, "positions": shard.positions.tolist()}
+        for name, value in zip(_FIELDS, (rewards, success, process, cost, status), strict=True):
+            if value is None:
+                mine[name] = None
+                continue
+            arr = np.asarray(value).reshape(-1)
+            if arr.shape[0] != n_local:
+                arr = np.full(n_local, np.nan)  # refused below, on every rank alike
+                mine["bad"] = f"rank {self.rank}: {name} has the wrong length"
+            mine[name] = arr.tolist()
+        parts = all_gather(mine, self.group)
+        batch = self._batches[shard.batch.step]
+        problems = [str(p["bad"]) for p in parts if "bad" in p]
+        problems += [
+            f"rank {r}: reported batch {p['step']}, the others {shard.batch.step}"
+            for r, p in enumerate(parts)
+            if p["step"] != shard.batch.step
+        ]
+        if problems:
+            raise ReportError(problems)
+        order = np.concatenate([np.asarray(p["positions"], dtype=np.int64) for p in parts])
+        if not np.array_equal(np.sort(order), np.arange(len(batch))):
+            raise ReportError([f"the ranks' shards do not cover batch {batch.step} once"])
+        columns: dict[str, Any] = {}
+        for name in _FIELDS:
+            if all(p[name] is None for p in parts):
+                columns[name] = None
+                continue
+            if any(p[name] is None for p in parts):
+                raise ReportError([f"{name}: given by some ranks and not others"])
+            values = np.concatenate([np.asarray(p[name], dtype=object) for p in parts])
+            full = np.empty(len(batch), dtype=object)
+            full[order] = values
+            columns[name] = full if name == "status" else full.astype(np.float64)
+        self.scheduler.report(batch, **columns)
+        del self._batches[batch.step]
+        if self.recorder is not None:
+            self.recorder.step(batch, _outcomes(batch, columns, self.scheduler))
+
+    def probe_round(self, probe: ProbeMany) -> ProbeRound:
+        """A probe round evaluated on rank 0, replayed on the others (the same probes land
+        on every replica). ``probe`` need only work on rank 0."""
+        return replicated_probe_round(self.scheduler, probe, group=self.group)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "scheduler": self.scheduler.state_dict(),
+            "batches": {str(k): batch_state(b) for k, b in self._batches.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.scheduler.load_state_dict(state["scheduler"])
+        self._batches = {
+            int(k): batch_from_state(self.scheduler, v) for k, v in state["batches"].items()
+        }
+
+    def checksum(self) -> str:
+        """A digest of the whole replica state; equal on every rank while they agree."""
+        return hashlib.sha256(dumps_state(self.state_dict())).hexdigest()
+
+    def verify(self) -> str:
+        """Compare the checksums of every rank; raise naming the ranks that differ."""
+        sums = all_gather(self.checksum(), self.group)
+        odd = [r for r, s in enumerate(sums) if s != sums[0]]
+        if odd:
+            raise ConfigError(f"replicas diverged: ranks {odd} differ from rank 0")
+        return sums[0]
+
+    def sync_from(self, src: int = 0) -> None:
+        """Take rank ``src``'s state: a restarted rank calls this (every rank does) to rejoin."""
+        blob = dumps_state(self.state_dict()) if self.rank == src else None
+        self.load_state_dict(loads_state(broadcast(blob, src=src, group=self.group)))
+
+
+def _outcomes(batch: Batch, columns: Mapping[str, Any], sched: Scheduler) -> BatchOutcomes:
+    n = len(batch)
+
+    def col(name: str, default: float) -> FloatArray:
+        value = columns.get(name)
+        return np.full(n, default) if value is None else np.asarray(value, dtype=np.float64)
+
+    codes = np.zeros(n, dtype=np.int64)
+    status = columns.get("status")
+    if status is not None:  # already accepted by report(); a handful of distinct values
+        distinct, inverse = np.unique(np.asarray(status).astype(str), return_inverse=True)
+        parsed = [int(Status.parse(int(v) if v.lstrip("-").isdigit() else v)) for v in distinct]
+        codes = np.asarray(parsed, dtype=np.int64)[inverse.reshape(-1)]
+    reward = col("rewards", np.nan)
+    success = columns.get("success")
+    return BatchOutcomes(
+        reward=reward,
+        success=(
+            (reward >= sched.catalog.reward_high[batch.family]).astype(np.float64)
+            if success is None
+            else np.asarray(success, dtype=np.float64)
+        ),
+        process=col("process", np.nan),
+        cost=col("cost", np.nan),
+        status=codes,
+    )
+
