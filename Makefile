@@ -15,9 +15,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# torch is installed first, then pinned: the dev extra (TRL, transformers, accelerate) must
+# install beside it, never replace it.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/python -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > $(VENV)/torch-constraint.txt
+	$(BIN)/pip install -q -c $(VENV)/torch-constraint.txt -e ".[dev]"
+	$(BIN)/python -c "import torch, sys; sys.exit(open('$(VENV)/torch-constraint.txt').read().strip() != 'torch==' + torch.__version__.split('+')[0])"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,8 +31,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
-	$(BIN)/ruff check scheduler domains policies tests bench configs
-	$(BIN)/ruff format --check scheduler domains policies tests bench configs
+	$(BIN)/ruff check scheduler domains policies tests bench configs examples
+	$(BIN)/ruff format --check scheduler domains policies tests bench configs examples
 	$(BIN)/mypy
 
 bench: $(STAMP)

@@ -203,4 +203,3 @@ def _outcomes(batch: Batch, columns: Mapping[str, Any], sched: Scheduler) -> Bat
         cost=col("cost", np.nan),
         status=codes,
     )
-

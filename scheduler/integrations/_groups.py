@@ -73,8 +73,8 @@ def aggregate_groups(c: Completions) -> GroupReport:
         mean = np.bincount(inverse, weights=r, minlength=g) / n_scored
         dev = np.where(scored, c.reward - mean[inverse], 0.0)
         var = np.bincount(inverse, weights=dev * dev, minlength=g) / n_scored
-        success = np.bincount(inverse, weights=np.where(scored, c.success, 0.0), minlength=g)
-        success = success / n_scored
+        passed = np.bincount(inverse, weights=np.where(scored, c.success, 0.0), minlength=g)
+        success: FloatArray = passed / n_scored
     return GroupReport(
         row=row.astype(np.int64),
         completions=np.bincount(inverse, minlength=g).astype(np.int64),

@@ -130,8 +130,9 @@ class RowIndex:
         missing = [c for c in names.names() if have is not None and c not in have]
         if missing:
             raise ConfigError(
-                f"RowIndex: the dataset has no column {missing[0]!r} (it has {sorted(have or [])}); "
-                "name the columns with DatasetColumns(family=..., tier=..., variant=...)"
+                f"RowIndex: the dataset has no column {missing[0]!r} "
+                f"(it has {sorted(have or [])}); name the columns with "
+                "DatasetColumns(family=..., tier=..., variant=...)"
             )
         return cls.from_columns(
             catalog,
@@ -150,7 +151,6 @@ class RowIndex:
         at = self._start[arm] + variant % self.rows_per_arm[arm]
         result: IntArray = self._rows[at]
         return result
-
 
     def lookup(self, arm: IntArray, variant: IntArray) -> IntArray:
         """The row holding exactly (arm, dataset variant id), or -1 where none does."""

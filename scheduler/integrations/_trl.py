@@ -101,12 +101,13 @@ class CurriculumGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         per_round = self.args.steps_per_generation * self.num_iterations
         ga = self.args.gradient_accumulation_steps
         steps = self.args.save_steps
-        if self.args.save_strategy == "steps" and isinstance(steps, int) and steps >= 1:
-            if (steps * ga) % per_round:
-                raise ConfigError(
-                    f"CurriculumGRPOTrainer: save_steps={steps} falls inside a generation round "
-                    f"({per_round} micro-batches); use a multiple of {per_round // np.gcd(per_round, ga)}"
-                )
+        aligned = not (isinstance(steps, int) and steps >= 1) or (steps * ga) % per_round == 0
+        if self.args.save_strategy == "steps" and not aligned:
+            every = per_round // int(np.gcd(per_round, ga))
+            raise ConfigError(
+                f"CurriculumGRPOTrainer: save_steps={steps} falls inside a generation round "
+                f"({per_round} micro-batches); use a multiple of {every}"
+            )
 
     def _get_train_sampler(self, dataset: Any = None) -> CurriculumRepeatSampler:
         if dataset is None:

@@ -19,8 +19,8 @@ With a GRPOTrainer of your own, override one method and add the callback:
 docs/integrations.md explains each knob and the feedback lag.
 """
 
-from ._grpo import STATE_FILE, CurriculumReward, GRPOCurriculum
 from ._groups import Completions, GroupReport, aggregate_groups
+from ._grpo import STATE_FILE, CurriculumReward, GRPOCurriculum
 from ._repeat import CurriculumRepeatSampler
 from ._stream import CurriculumStream
 from ._trl import CurriculumCallback, CurriculumGRPOTrainer

@@ -127,9 +127,7 @@ def test_bad_rows_raise_the_projects_error_naming_row_and_column() -> None:
     assert "row 7, column 'level': family" in text and "got 9" in text
     assert "row 11, column 'variant'" in text and "got 5" in text
     with pytest.raises(ConfigError, match=r"row 2, column 'tier': must be an integer"):
-        RowIndex.from_columns(
-            cat, family=names[:3], tier=[0, 1, "x"], variant=[0, 0, 0]
-        )
+        RowIndex.from_columns(cat, family=names[:3], tier=[0, 1, "x"], variant=[0, 0, 0])
 
 
 def test_a_partial_pool_is_the_rows_a_family_tier_has() -> None:

@@ -14,17 +14,16 @@ import pytest
 
 pytest.importorskip("trl", reason="the [trl] extra is not installed")
 
-import torch  # noqa: E402
-from trl.trainer.utils import RepeatSampler  # noqa: E402
+import torch
+from integrations.trl_setup import Spied, blocks_of, example, repeat_shape
+from trl.trainer.utils import RepeatSampler
 
-from scheduler import ConfigError, Scheduler, dumps_state  # noqa: E402
-from scheduler.integrations.trl import (  # noqa: E402
+from scheduler import ConfigError, Scheduler, dumps_state
+from scheduler.integrations.trl import (
     Completions,
     GRPOCurriculum,
     aggregate_groups,
 )
-
-from integrations.trl_setup import Spied, blocks_of, example, repeat_shape  # noqa: E402
 
 torch.set_num_threads(1)
 G = 4  # num_generations in the example's config
@@ -99,7 +98,7 @@ def test_a_fresh_sampler_fed_the_same_rewards_and_probes_at_the_same_points_yiel
     pulled: list[int] = []
     block = 2 * G
     it = iter(sampler)
-    for j, known in enumerate(at_draw):  # before block j is drawn, the rewards it knew
+    for known in at_draw:  # before each block is drawn, the rewards it knew
         while curriculum.stream.reported < known:
             curriculum.report_completions(run.rounds[curriculum.stream.reported])
             if curriculum.stream.reported % 4 == 0:  # the callback's probe, after step 4 and 8

@@ -16,9 +16,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trl_setup import Spied  # noqa: E402
+from trl_setup import Spied
 
-from scheduler import dumps_state  # noqa: E402
+from scheduler import dumps_state
 
 
 def main() -> None:
