@@ -147,7 +147,7 @@ def grpo_args(output_dir: str, steps: int, **overrides: Any) -> Any:
 
 
 def build(
-    output_dir: str, steps: int, seed: int = 0, **overrides: Any
+    output_dir: str, steps: int, seed: int = 0, eval_dataset: Any = None, **overrides: Any
 ) -> tuple[CurriculumGRPOTrainer, GRPOCurriculum]:
     """The trainer and its curriculum, ready for ``trainer.train()``."""
     torch.set_num_threads(1)
@@ -160,6 +160,7 @@ def build(
         model=tiny_model(tokenizer, seed),
         args=grpo_args(output_dir, steps, **overrides),
         train_dataset=dataset(cat),
+        eval_dataset=eval_dataset,
         processing_class=tokenizer,
         reward_funcs=[curriculum.reward(count_target, success=0.5)],
         curriculum=curriculum,

@@ -44,16 +44,14 @@ def all_gather(obj: T, group: Any = None) -> list[T]:
     return out
 
 
-def broadcast(obj: T | None, src: int = 0, group: Any = None) -> T:
-    """Rank ``src``'s ``obj`` on every rank."""
+def broadcast(obj: Any, src: int = 0, group: Any = None) -> Any:
+    """Rank ``src``'s ``obj`` on every rank (the others pass anything, usually None)."""
     dist = _dist()
     if dist is None or dist.get_world_size(group) == 1:
-        assert obj is not None
         return obj
     box: list[Any] = [obj]
     dist.broadcast_object_list(box, src=src, group=group)
-    result: T = box[0]
-    return result
+    return box[0]
 
 
 def replicated_probe_round(

@@ -11,7 +11,7 @@ Only rank 0 writes: the recorder (store and MLflow) runs there alone.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,21 +56,36 @@ class ReplicatedScheduler:
     """One replica of the scheduler per rank, kept identical by gathering every report.
 
     ``group`` is a torch.distributed process group (default: the world); without an
-    initialised process group this is a world of one. ``recorder`` (store, MLflow) is used
-    on rank 0 only: give it on every rank, or on rank 0 alone."""
+    initialised process group this is a world of one. ``recorder`` builds the run's
+    recorder (store, MLflow) and is called on rank 0 only, so no other rank opens the store
+    or the tracking server; pass the same function on every rank."""
 
     def __init__(
         self,
         scheduler: Scheduler,
         *,
         group: Any = None,
-        recorder: RunRecorder | None = None,
+        recorder: Callable[[Scheduler], RunRecorder] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.group = group
         self.rank, self.world_size = rank_and_world(group)
-        self.recorder = recorder if self.rank == 0 else None
+        self._recording = recorder is not None  # the same on every rank
+        self.recorder = recorder(scheduler) if recorder is not None and self.rank == 0 else None
         self._batches: dict[int, Batch] = {}  # global batches awaiting their report
+
+    def open(self, *, resume: bool = False) -> int | None:
+        """Open the run on rank 0; with ``resume``, rank 0 restores the store's latest
+        checkpoint and every rank takes that state. Returns the restored step (or None)."""
+        restored = self.recorder.open(resume=resume) if self.recorder is not None else None
+        if resume:
+            self.sync_from(0)
+        step: int | None = broadcast(restored if self.rank == 0 else None, group=self.group)
+        return step
+
+    def close(self, summary: Mapping[str, Any] | None = None) -> None:
+        if self.recorder is not None:
+            self.recorder.close(summary)
 
     @property
     def is_writer(self) -> bool:
@@ -138,8 +153,13 @@ class ReplicatedScheduler:
             columns[name] = full if name == "status" else full.astype(np.float64)
         self.scheduler.report(batch, **columns)
         del self._batches[batch.step]
-        if self.recorder is not None:
-            self.recorder.step(batch, _outcomes(batch, columns, self.scheduler))
+        if self._recording:
+            # the recorder drains events and caches weights: every replica does the same
+            self.scheduler.weights()
+            if self.recorder is not None:
+                self.recorder.step(batch, _outcomes(batch, columns, self.scheduler))
+            else:
+                self.scheduler.drain_events()
 
     def probe_round(self, probe: ProbeMany) -> ProbeRound:
         """A probe round evaluated on rank 0, replayed on the others (the same probes land

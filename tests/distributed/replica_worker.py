@@ -17,8 +17,9 @@ import torch
 import torch.distributed as dist
 
 from domains import Catalog
-from scheduler import Scheduler, dumps_state, loads_state
+from scheduler import RecordingConfig, RunRecorder, Scheduler, dumps_state, loads_state
 from scheduler.distributed import ReplicatedScheduler
+from scheduler.store import open_store
 
 
 def outcomes(shard_arm: np.ndarray, shard_variant: np.ndarray, step: int, rank: int) -> np.ndarray:
@@ -29,6 +30,14 @@ def outcomes(shard_arm: np.ndarray, shard_variant: np.ndarray, step: int, rank: 
     return np.clip(base + noise, 0.0, 1.0)
 
 
+def evaluate(families: np.ndarray, tiers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return ((families * 7 + tiers * 3) % 10) / 10.0, np.full(families.shape, 16)
+
+
+def not_here(families: np.ndarray, tiers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    raise AssertionError("the probe evaluator ran on a rank other than 0")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -37,6 +46,7 @@ def main() -> None:
     p.add_argument("--every", type=int, default=50)
     p.add_argument("--die-at", type=int, default=-1)
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--store", default=None, help="a store URL: rank 0 records, checkpoints")
     a = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -46,9 +56,21 @@ def main() -> None:
     cat = Catalog.synthetic(3, 4, 3, pool_size=8)
     # a restarted rank 1 starts from another seed: only the sync can make it agree
     seed = 0 if not (a.resume and rank == 1) else 99
-    replica = ReplicatedScheduler(Scheduler(cat, "learning_progress", seed=seed))
+
+    def recorder(sched: Scheduler) -> RunRecorder:
+        (out / f"recorder-rank{rank}").touch()  # which ranks built one
+        config = RecordingConfig(checkpoint_every=a.every, detail=False)
+        return RunRecorder(sched, run_name="replicas", store=open_store(a.store), config=config)
+
+    replica = ReplicatedScheduler(
+        Scheduler(cat, "learning_progress", seed=seed),
+        recorder=recorder if a.store else None,
+    )
     ckpt = out / "rank0.ckpt"
-    if a.resume:
+    if a.store:
+        restored = replica.open(resume=a.resume)
+        (out / f"restored-rank{rank}.json").write_text(json.dumps(restored))
+    elif a.resume:
         if rank == 0:
             replica.load_state_dict(loads_state(ckpt.read_bytes()))
         replica.sync_from(0)
@@ -63,20 +85,24 @@ def main() -> None:
         replica.report(shard, rewards=reward, success=(reward > 0.5).astype(float))
         if step < 20:
             shards[step] = shard.positions.tolist()
-        if rank == 0 and (step + 1) % a.every == 0:
+        if rank == 0 and not a.store and (step + 1) % a.every == 0:
             tmp = ckpt.with_suffix(".tmp")
             tmp.write_bytes(dumps_state(replica.state_dict()))
             tmp.replace(ckpt)
         if step % 100 == 99:
             replica.verify()
+        if step % 60 == 59:  # probes: evaluated on rank 0 only, replayed on the others
+            replica.probe_round(evaluate if rank == 0 else not_here)
     result = {
         "checksum": replica.verify(),
         "own": replica.checksum(),
         "shards": shards,
         "step": replica.scheduler.step,
         "count": int(replica.scheduler.stats.count.sum()),
+        "probed": int((replica.scheduler.stats.probe_n > 0).sum()),
     }
     (out / f"rank{rank}.json").write_text(json.dumps(result))
+    replica.close()
     dist.destroy_process_group()
 
 

@@ -16,6 +16,7 @@ import pytest
 from domains import Catalog
 from scheduler import ReportError, Scheduler
 from scheduler.distributed import ReplicatedScheduler
+from scheduler.store import open_store
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -51,6 +52,7 @@ def test_replicas_stay_identical_over_300_steps_with_rank_dependent_outcomes(
     ranks = _results(tmp_path, world)
     assert len({r["own"] for r in ranks}) == 1  # the state_dict is the same on every rank
     assert all(r["step"] == 300 and r["count"] == 300 * 30 for r in ranks)
+    assert all(r["probed"] > 0 for r in ranks)  # rank 0's probes reached every replica
     for step in range(20):
         parts = [r["shards"][str(step)] for r in ranks]
         flat = sorted(i for p in parts for i in p)
@@ -59,21 +61,33 @@ def test_replicas_stay_identical_over_300_steps_with_rank_dependent_outcomes(
 
 
 @pytest.mark.slow
-def test_a_killed_rank_restarted_from_rank_0s_checkpoint_rejoins_identically(
+def test_only_rank_0_writes_the_store_and_a_killed_rank_rejoins_from_its_checkpoint(
     tmp_path: Path,
 ) -> None:
     whole = tmp_path / "whole"
-    assert _launch(whole, 2, "--steps", "300").returncode == 0
+    assert _launch(whole, 2, "--steps", "300", "--store", f"sqlite:///{whole}/s.db").returncode == 0
     reference = _results(whole, 2)[0]["own"]
     broken = tmp_path / "broken"
-    died = _launch(broken, 2, "--steps", "300", "--die-at", "170")
+    url = f"sqlite:///{broken}/store.db"
+    died = _launch(broken, 2, "--steps", "300", "--die-at", "170", "--store", url)
     assert died.returncode != 0  # rank 1 was killed; torchrun took the job down
     assert not (broken / "rank0.json").exists()
-    again = _launch(broken, 2, "--steps", "300", "--resume")
+    again = _launch(broken, 2, "--steps", "300", "--resume", "--store", url)
     assert again.returncode == 0, again.stderr[-3000:]
     ranks = _results(broken, 2)
-    # rank 1 came back from another seed, took rank 0's step-150 state, and replayed to 300
-    assert ranks[0]["own"] == ranks[1]["own"] == reference
+    # rank 0 restored the store's last checkpoint; rank 1 came back from another seed,
+    # took rank 0's state, and both replayed to step 300: the uninterrupted run's state
+    assert json.loads((broken / "restored-rank1.json").read_text()) == 149
+    assert ranks[0]["own"] == ranks[1]["own"]
+    assert ranks[0]["own"] == reference
+    # only rank 0 ever built a recorder, and the store holds every outcome exactly once
+    assert (broken / "recorder-rank0").exists() and not (broken / "recorder-rank1").exists()
+    store = open_store(url)
+    run = store.get_run("replicas")
+    assert run is not None
+    rows = store.outcomes(run.run_id)
+    assert len(rows) == 300 * 30
+    store.close()
 
 
 def test_one_process_is_a_world_of_one() -> None:

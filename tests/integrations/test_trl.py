@@ -127,6 +127,64 @@ def test_resume_from_checkpoint_gives_the_uninterrupted_stream(tmp_path: Path) -
     assert dumps_state(a) == dumps_state(b)
 
 
+def test_with_steps_per_generation_2_each_block_repeats_and_feedback_lags_one_block(
+    tmp_path: Path,
+) -> None:
+    spied = Spied(str(tmp_path / "r"), steps=8, steps_per_generation=2)
+    spied.trainer.train()
+    b = spied.trainer.args.generation_batch_size // G  # 16 completions a round: 4 prompts
+    assert b == 4
+    blocks = blocks_of(spied.curriculum, spied.blocks)
+    shaped = [i for rows in blocks for i in repeat_shape(rows, G, 2)]
+    # a loader item is half a block (16 of 32); eight items and the prefetched ninth
+    assert len(spied.pulled) == 9 * 16 and spied.pulled == shaped[: 9 * 16]
+    assert len(spied.reward_rows) == 4  # one generation round per two steps
+    stream = spied.curriculum.stream
+    # the prefetch of a block's first half comes after its predecessor's round: lag 1
+    assert stream.reports_at_draw == [0, 1, 2, 3, 4]
+    assert stream.feedback_lag() == 1
+
+
+def test_evaluation_rounds_are_not_reported(tmp_path: Path) -> None:
+    ex = example()
+    spied = Spied(
+        str(tmp_path / "e"),
+        steps=4,
+        eval_strategy="steps",
+        eval_steps=2,
+        per_device_eval_batch_size=8,
+        eval_dataset=ex.dataset(ex.catalog(), rows=16, seed=1),
+    )
+    reward = spied.trainer.reward_funcs[0]
+    calls = []
+    inner = reward.fn
+    reward.fn = lambda **kw: calls.append(len(kw["completions"])) or inner(**kw)
+    spied.trainer.train()
+    assert len(calls) > 4  # the evaluations called the reward function too ...
+    assert spied.curriculum.stream.reported == 4  # ... but only training rounds were reported
+    assert int(spied.scheduler.stats.count.sum()) == 4 * 2
+
+
+@pytest.mark.slow
+def test_the_example_runs_from_the_readme_in_under_a_minute() -> None:
+    import time
+
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "examples/grpo_curriculum.py", "--steps", "8"],
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    took = time.monotonic() - start
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "blocks drawn 9, reported 8" in done.stdout
+    assert "feedback lag 2 blocks" in done.stdout
+    assert took < 60, took
+
+
 def test_resume_needs_the_curriculum_state_in_the_checkpoint(tmp_path: Path) -> None:
     spied = Spied(str(tmp_path / "b"), steps=2)
     (tmp_path / "empty").mkdir()
