@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
+from datasets import IterableDataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
@@ -82,6 +83,11 @@ class CurriculumGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        if isinstance(self.train_dataset, IterableDataset):
+            raise ConfigError(
+                "CurriculumGRPOTrainer: the train dataset must be map-style (indexable); "
+                "TRL streams an IterableDataset without a sampler, so there is nothing to steer"
+            )
         self.curriculum = curriculum
         self.args.ignore_data_skip = True
         if self.args.dataloader_num_workers:

@@ -216,6 +216,21 @@ def test_rewards_that_do_not_match_the_block_are_refused(tmp_path: Path) -> None
         curriculum.report_completions(Completions(half, ones, ones, ones * np.nan, ones * np.nan))
 
 
+def test_a_streaming_dataset_is_refused(tmp_path: Path) -> None:
+    ex = example()
+    trainer, curriculum = ex.build(str(tmp_path / "s"), 2)
+    stream = ex.dataset(ex.catalog()).to_iterable_dataset()
+    with pytest.raises(ConfigError, match="must be map-style"):
+        type(trainer)(
+            model=trainer.model,
+            args=trainer.args,
+            train_dataset=stream,
+            processing_class=trainer.processing_class,
+            reward_funcs=trainer.reward_funcs,
+            curriculum=curriculum,
+        )
+
+
 def test_save_steps_inside_a_generation_round_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="falls inside a generation round"):
         Spied(
