@@ -203,6 +203,25 @@ def make_runner(
     return SchedulerRunner(sched)
 
 
+def scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
+    """A SchedulerConfig from dotted assignments (``skill.target=0.5``,
+    ``tiers.promote_at=0.6``), each applied to the default dataclass tree; ``skill=None``
+    selects the legacy tier controller."""
+    config: Any = SchedulerConfig()
+
+    def put(node: Any, path: list[str], value: Any) -> Any:
+        head, *rest = path
+        if not hasattr(node, head):
+            raise SystemExit(f"--scheduler {'.'.join(path)}: {type(node).__name__} has no {head}")
+        child = value if not rest else put(getattr(node, head), rest, value)
+        return replace(node, **{head: child})
+
+    for key, value in values.items():
+        config = put(config, key.split("."), value)
+    result: SchedulerConfig = config
+    return result
+
+
 def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Scheduler:
     """The default Scheduler with ``changes``: ``policy``, ``skill`` (SkillConfig fields)
     and other SchedulerConfig fields."""

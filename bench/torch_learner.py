@@ -112,6 +112,7 @@ KINDS = ("parity", "majority", "noise", "copy")
 LEARNABLE = (0, 1)
 BASELINE = "uniform_arms"  # the fixed mix, no Scheduler
 DEFAULT = "default"  # Scheduler(...) with no policy argument
+LEGACY = "legacy"  # the default before the skill model: learning_progress, skill=None
 MASTERED = 0.95  # held-out accuracy at which an arm counts as mastered (waste)
 
 
@@ -399,6 +400,10 @@ def _make_scheduler(runner: str, catalog: Catalog, seed: int, setup: Setup) -> S
     config = _scheduler_config(setup.scheduler) if setup.scheduler else SchedulerConfig()
     if runner == DEFAULT:  # whatever policy the scheduler ships as its default
         return Scheduler(catalog, seed=seed, config=config)
+    if runner == LEGACY:
+        return Scheduler(
+            catalog, "learning_progress", seed=seed, config=dataclasses.replace(config, skill=None)
+        )
     return Scheduler(catalog, runner, seed=seed, config=config, **setup.options.get(runner, {}))
 
 
@@ -723,7 +728,7 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     known = available_policies()
     asked = known if args.policies == ["all"] else list(args.policies)
-    unknown = sorted(set(asked) - set(known) - {BASELINE, DEFAULT})
+    unknown = sorted(set(asked) - set(known) - {BASELINE, DEFAULT, LEGACY})
     if unknown:
         raise BenchError(f"--policies: unknown {unknown}; registered: {known}")
     runners = list(dict.fromkeys([BASELINE, "uniform", DEFAULT, *asked]))
