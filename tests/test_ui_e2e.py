@@ -135,7 +135,7 @@ def test_run_is_logged_with_params_and_status(served_run: ServedRun) -> None:
     assert run["info"]["run_name"] == RUN_NAME
     assert run["info"]["status"] == "FINISHED"
     params = {p["key"]: p["value"] for p in run["data"]["params"]}
-    assert params["policy.name"] == "learning_progress"
+    assert params["policy.name"] == "uniform"  # the default policy (with the skill model)
     assert params["seed"] == "0"
     assert params["role"] == "main"
     assert params["steps"] == str(STEPS)
