@@ -31,8 +31,9 @@ from ._probes import (
 )
 from ._recorder import RecordingConfig, RunRecorder
 from ._retries import RetryQueue
-from ._scheduler import Scheduler, SchedulerConfig, Weights
-from ._serialize import dumps_state, loads_state
+from ._scheduler import Scheduler, SchedulerConfig
+from ._weights import Weights
+from ._serialize import dumps_state, loads_state, torch_safe_globals
 from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
 
@@ -100,5 +101,6 @@ __all__ = [
     "save_figures",
     "theil_sen",
     "tier_timeline_figure",
+    "torch_safe_globals",
     "weights_heatmap_figure",
 ]

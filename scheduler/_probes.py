@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import ConfigError
+from ._errors import ConfigError, ReportError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,8 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 ProbeFn = Callable[[str, int], float | tuple[float, int]]
-# probe(families, tiers) -> (scores, n): many held-out probes at once, for Scheduler.probe_round
+# probe(families, tiers) -> (scores, n): many held-out probes at once, for Scheduler.probe_round;
+# the contract is call_probe_many's docstring
 ProbeMany = Callable[[IntArray, IntArray], tuple[npt.ArrayLike, npt.ArrayLike]]
 _COUNTERS = ("rounds", "submitted", "succeeded", "failed", "timed_out", "skipped", "late")
 
@@ -546,6 +547,47 @@ class ProbeRunner:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def call_probe_many(
+    probe: ProbeMany, families: IntArray, tiers: IntArray
+) -> tuple[FloatArray, IntArray]:
+    """Call a probe function as ``Scheduler.probe_round`` does, and hold it to its contract.
+
+    ``probe(families, tiers)`` gets two aligned int64 arrays: family ids (index into
+    ``catalog.family_names``) and tier indices (0 is the easiest). It returns ``(scores,
+    n)``: ``scores`` one held-out pass rate in [0, 1] per requested (family, tier), in the
+    same order, and ``n`` the items each score was measured on, either aligned with them
+    or one number for all (``return scores, 32``). Anything else is a ReportError that
+    says what came back; nothing is recorded from it."""
+    got = probe(families, tiers)
+    try:
+        scores_like, n_like = got
+    except (TypeError, ValueError):
+        raise ReportError(
+            [f"probe function: must return (scores, n), got {type(got).__name__}"]
+        ) from None
+    scores = np.asarray(scores_like, dtype=np.float64)
+    n = np.asarray(n_like)
+    problems = []
+    if scores.shape != families.shape:
+        problems.append(
+            f"probe function: scores must have one value per family asked for "
+            f"({families.shape[0]}), got shape {scores.shape}"
+        )
+    if n.ndim == 0:
+        n = np.full(families.shape[0], n)
+    if n.shape != families.shape:
+        problems.append(
+            f"probe function: n must be one number or one per family asked for "
+            f"({families.shape[0]}), got shape {n.shape}"
+        )
+    elif n.size and not np.issubdtype(n.dtype, np.integer):
+        if not np.all(np.isfinite(n.astype(np.float64))) or np.any(n != np.round(n)):
+            problems.append("probe function: n must hold whole numbers of items")
+    if problems:
+        raise ReportError(problems)
+    return scores, n.astype(np.int64)
 
 
 def _parse(value: Any) -> tuple[float, int]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -27,8 +29,30 @@ def _pick_run(store: Store, name: str | None) -> RunInfo:
     return max(runs, key=lambda r: r.created_at)
 
 
+def _existing_sqlite(url: str) -> None:
+    """A report only reads: a SQLite file that is not there is an error, not a new store."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # open_store names what is wrong with the URL
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or path in (None, "", ":memory:"):
+        return
+    if path.startswith("file:"):  # a URI filename (?uri=true)
+        path = path.removeprefix("file:").split("?", 1)[0]
+    if not Path(path).is_file():
+        raise StoreError(
+            f"no store at {Path(path).resolve()}: run `curriculum simulate` first, or pass "
+            "the run's --db"
+        )
+
+
 def print_report(db: str | None, run: str | None, out: Console, *, limit: int = 20) -> int:
     url = db or Settings.load().db
+    _existing_sqlite(url)
     store = open_store(url)
     try:
         info = _pick_run(store, run)
@@ -80,9 +104,18 @@ def _print(store: Store, info: RunInfo, out: Console, limit: int) -> None:
         for col in ("step", "kind", "family / domain", "evidence"):
             table.add_column(col)
         for e in events[-limit:]:
-            evidence = ", ".join(
-                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                for k, v in list(e.payload.items())[:4]
-            )
+            evidence = ", ".join(f"{k}={_short(v)}" for k, v in list(e.payload.items())[:4])
             table.add_row(str(e.step), e.kind, e.family or e.domain or "", evidence)
         out.print(table)
+
+
+def _short(value: Any) -> str:
+    """A payload value at a precision a person reads: 3 significant digits, also inside
+    lists (a confidence interval) and mappings."""
+    if isinstance(value, float):
+        return f"{value:.3f}" if value == 0 or 1e-3 <= abs(value) < 1e4 else f"{value:.3g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
+    return str(value)

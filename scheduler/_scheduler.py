@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,11 +37,15 @@ from ._curves import ProbeCurves
 from ._detectors import DetectorConfig, Detectors
 from ._errors import ConfigError, ReportError
 from ._events import Event
-from ._probes import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot
+from ._probes import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot, call_probe_many
 from ._retries import RetryQueue
 from ._state import ArmStats
 from ._variants import occurrence_rank, permuted_index
+from ._weights import Weights
 from .backends._protocol import BatchOutcomes
+
+if TYPE_CHECKING:
+    from ._settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -82,18 +86,6 @@ class SchedulerConfig:
             raise ValueError(f"max_repeats must be positive or None, got {self.max_repeats}")
         if not 0 < self.cost_rate <= 1 or self.cost_overrun <= 1 or self.epoch_episodes < 1:
             raise ValueError("need 0 < cost_rate <= 1, cost_overrun > 1, epoch_episodes >= 1")
-
-
-@dataclass(frozen=True, eq=False)
-class Weights:
-    """The current sampling distribution at three levels."""
-
-    arm: FloatArray  # float64 [n_arms], the policy's normalised raw weights
-    family: FloatArray  # float64 [n_families], after smoothing and quota projection
-    domain: FloatArray  # float64 [n_domains]
-    # float64 [n_arms]: how a family's draws split over its tiers (sums to 1 per family);
-    # used for families whose tiers are separate skills, uniform for ladders
-    tier: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
 def _fill_to_one(caps: FloatArray, ceiling: FloatArray) -> FloatArray:
@@ -177,6 +169,13 @@ class Scheduler:
         self._flat: tuple[IntArray, IntArray, npt.NDArray[np.bool_]] | None = None
         self._reward_span = catalog.reward_high - catalog.reward_low
 
+    @classmethod
+    def from_settings(cls, settings: Settings, catalog: Catalog | None = None) -> Scheduler:
+        """The scheduler ``settings`` describe (policy, seed, every SchedulerConfig field),
+        over ``catalog`` or else the manifests of ``settings.domains``:
+        ``Scheduler.from_settings(Settings.load())``. See ``Settings.build_scheduler``."""
+        return settings.build_scheduler(catalog)
+
     # ------------------------------------------------------------------ views
     def view(self) -> ArmView:
         """A read-only view of the state, as policies see it."""
@@ -212,6 +211,8 @@ class Scheduler:
             self._weights = self._compute_weights()
             self._weights_step = self.step
             self._set_cdfs(self._weights)
+        if self._weights.catalog is None:  # names for by_domain() / by_family()
+            self._weights = replace(self._weights, catalog=self.catalog)
         return self._weights
 
     def _set_cdfs(self, weights: Weights) -> None:
@@ -1031,9 +1032,7 @@ class Scheduler:
         parts: list[tuple[IntArray, IntArray, FloatArray, IntArray]] = []
 
         def ask(families: IntArray, tiers: IntArray, side: bool) -> None:
-            scores, n = probe(families, tiers)
-            scores = np.asarray(scores, dtype=np.float64)
-            n = np.asarray(n, dtype=np.int64)
+            scores, n = call_probe_many(probe, families, tiers)
             self.record_probes(families, scores, tiers=tiers, n=n, side=side)
             if not side:
                 parts.append((families, tiers, scores, n))

@@ -56,3 +56,22 @@ def loads_state(data: bytes) -> dict[str, Any]:
     result = _join(meta, arrays)
     assert isinstance(result, dict)
     return result
+
+
+def torch_safe_globals() -> list[Any]:
+    """The numpy types a ``state_dict()`` pickles, for ``torch.load(weights_only=True)``.
+
+    A state holds numpy arrays (and plain dicts, lists, numbers, strings). torch >= 2.6
+    loads only allow-listed types, so load a ``torch.save``-d state with::
+
+        with torch.serialization.safe_globals(torch_safe_globals()):
+            state = torch.load(path, weights_only=True)
+
+    (or ``torch.serialization.add_safe_globals(torch_safe_globals())`` once). Every entry
+    rebuilds an array, a dtype or a scalar from its bytes; none can run code.
+    ``dumps_state`` / ``loads_state`` need no torch at all."""
+    core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
+    types: list[Any] = [np.ndarray, np.dtype, core.multiarray._reconstruct, bytes]
+    types.append(core.multiarray.scalar)
+    types += [getattr(np.dtypes, name) for name in np.dtypes.__all__]
+    return types

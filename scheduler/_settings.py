@@ -1,11 +1,21 @@
-"""Settings: defaults < configs/scheduler.yaml < CURRICULUM_* environment < CLI flags."""
+"""Settings: defaults < configs/scheduler.yaml < CURRICULUM_* environment < CLI flags.
+
+The scheduler's knobs are not written out here: every field of ``SchedulerConfig`` (and of
+the nested ``TierConfig``, ``BreakerConfig``, ``DetectorConfig``) becomes a setting with the
+dataclass's own default, and the recording cadences come from ``RecordingConfig`` the same
+way. So ``Scheduler(catalog)`` and ``curriculum simulate`` run on the same defaults, and a
+field added, removed or re-defaulted in a dataclass is followed here without an edit.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, create_model
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -13,42 +23,79 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from policies import TierConfig
+from domains import CurriculumError
 
-from ._breakers import BreakerConfig
-from ._detectors import DetectorConfig
 from ._errors import ConfigError
+from ._recorder import RecordingConfig
 from ._scheduler import SchedulerConfig
 
+if TYPE_CHECKING:
+    from domains import Catalog
+
+    from ._scheduler import Scheduler
+
 DEFAULT_CONFIG = Path("configs/scheduler.yaml")
+ENV_PREFIX = "CURRICULUM_"
+_NESTED = "__"
+
+# Bounds the dataclasses check only loosely (or not at all) in __post_init__. Bounds, not
+# defaults: a name the dataclass no longer has is skipped.
+_BOUNDS: dict[str, dict[str, float]] = {
+    "ema_fast": {"gt": 0, "le": 1},
+    "ema_slow": {"gt": 0, "le": 1},
+    "exploration_floor": {"ge": 0, "le": 1},
+    "temperature": {"gt": 0},
+    "weights_every": {"ge": 1},
+    "probe_window": {"ge": 2},
+    "max_retries": {"ge": 0},
+    "retry_share": {"ge": 0, "le": 1},
+    "cost_rate": {"gt": 0, "le": 1},
+    "cost_overrun": {"gt": 1},
+    "max_repeats": {"gt": 0},
+    "epoch_episodes": {"ge": 1},
+    "checkpoint_every": {"ge": 1},
+    "checkpoint_seconds": {"gt": 0},
+    "domain_every": {"ge": 1},
+    "detail_every": {"ge": 1},
+}
+# RecordingConfig fields that are settings (the rest are wiring of one recorder).
+RECORDING_SETTINGS = ("checkpoint_every", "checkpoint_seconds", "domain_every", "detail_every")
 
 
-class TierSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    promote_at: float = Field(0.75, ge=0, le=1)
-    demote_at: float = Field(0.15, ge=0, le=1)
-    min_samples: int = Field(24, ge=1)
-    confidence: float = Field(0.9, gt=0, lt=1)
-    cooldown_steps: int = Field(5, ge=0)
-    adjacent_share: float = Field(0.0, ge=0, le=1)
-    adjacent_down: float = Field(0.5, ge=0, le=1)  # part of adjacent draws one tier down
-    review_share: float = Field(0.5, ge=0, le=1)  # draws sent to a left tier under review
-    retain_at: float = Field(0.9, ge=0, le=1)  # a left tier probing under this is reviewed
-    start_tier: int = Field(0, ge=0)
-    window: int = Field(128, ge=1)
-    probe_evidence: bool = True  # held-out probes at the current tier count as trials
-    mastered_at: float = Field(0.85, gt=0, le=1)  # top tier, lower bound above this: mastered
-    mastered_weight: float = Field(0.05, ge=0, le=1)  # a mastered family's cap, uniform shares
-    innate_weight: float = Field(0.01, ge=0, le=1)  # the same, mastered before training taught it
-    practice_share: float = Field(0.05, ge=0, le=1)  # a mastered separate tier's draws, same
+def _fields_of(cls: type[Any], names: Iterable[str] | None = None) -> dict[str, Any]:
+    """pydantic field definitions (type, FieldInfo) for a dataclass's fields, with its
+    defaults. Nested dataclasses stay dataclasses: pydantic validates them field by field
+    and refuses unknown keys."""
+    hints = get_type_hints(cls)
+    wanted = None if names is None else set(names)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if wanted is not None and f.name not in wanted:
+            continue
+        bounds = _BOUNDS.get(f.name, {})
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = (hints[f.name], Field(f.default, **bounds))  # type: ignore[arg-type]
+        else:
+            factory = f.default_factory
+            out[f.name] = (hints[f.name], Field(default_factory=factory, **bounds))  # type: ignore[arg-type]
+    return out
 
 
-class Settings(BaseSettings):
-    """Everything a run is configured by. Field docs are the reference for scheduler.yaml."""
+_Derived: Any = create_model(
+    "_Derived",
+    __base__=BaseSettings,
+    **_fields_of(SchedulerConfig),
+    **_fields_of(RecordingConfig, RECORDING_SETTINGS),
+)
+
+
+class Settings(_Derived):  # type: ignore[misc]
+    """Everything a run is configured by. The fields below are the run's own; every field of
+    ``SchedulerConfig`` (``ema_fast``, ``tiers``, ``detectors``, ...) and the recording
+    cadences of ``RecordingConfig`` are settings too, with those dataclasses' defaults."""
 
     model_config = SettingsConfigDict(
-        env_prefix="CURRICULUM_", env_nested_delimiter="__", extra="forbid"
+        env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="forbid"
     )
 
     domains: list[str] = Field(default_factory=lambda: ["configs/domains"])
@@ -58,25 +105,7 @@ class Settings(BaseSettings):
     seed: int = 0
     steps: int = Field(1500, ge=1)
     batch_size: int = Field(256, ge=1)
-    ema_fast: float = Field(0.1, gt=0, le=1)
-    ema_slow: float = Field(0.02, gt=0, le=1)
-    exploration_floor: float = Field(0.5, ge=0, le=1)
-    temperature: float = Field(1.0, gt=0)
-    weights_every: int = Field(1, ge=1)
-    tiers: TierSettings = Field(default_factory=TierSettings)
-    max_retries: int = Field(2, ge=0)  # re-queues of a task whose environment failed
-    retry_share: float = Field(0.25, ge=0, le=1)  # most of a batch that retries may take
-    max_repeats: float | None = Field(None, gt=0)  # draws per arm per epoch, in pool sizes
-    epoch_episodes: int = Field(100_000, ge=1)  # the epoch of max_repeats
-    cost_overrun: float = Field(3.0, gt=1)  # learned/estimated cost ratio that raises an event
-    probe_window: int = Field(16, ge=2)  # probe points per family kept for slopes
-    breakers: dict[str, Any] = Field(default_factory=dict)  # BreakerConfig fields
-    detectors: dict[str, Any] = Field(default_factory=dict)  # DetectorConfig fields (nested)
-    probe_every: int = Field(25, ge=1)  # steps between probe rounds
-    checkpoint_every: int = Field(100, ge=1)  # steps between checkpoints
-    checkpoint_seconds: float | None = Field(None, gt=0)  # ... or seconds, whichever first
-    domain_every: int = Field(1, ge=1)  # steps between per-domain metrics
-    detail_every: int = Field(50, ge=1)  # steps between per-family metrics
+    probe_every: int = Field(25, ge=1)  # steps between probe rounds of `simulate`
     db: str = "sqlite:///curriculum.db"
     tracking_uri: str = "sqlite:///mlflow.db"
     experiment: str = "curriculum"
@@ -86,41 +115,49 @@ class Settings(BaseSettings):
 
     def scheduler_config(self) -> SchedulerConfig:
         """The SchedulerConfig these settings describe; ConfigError names a bad field."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(SchedulerConfig)}
         try:
-            breakers = BreakerConfig(**self.breakers)
-        except TypeError as exc:
-            raise ConfigError(f"breakers: {exc}") from None
-        try:
-            return SchedulerConfig(
-                ema_fast=self.ema_fast,
-                ema_slow=self.ema_slow,
-                exploration_floor=self.exploration_floor,
-                temperature=self.temperature,
-                weights_every=self.weights_every,
-                tiers=TierConfig(**self.tiers.model_dump()),
-                breakers=breakers,
-                detectors=DetectorConfig.from_dict(self.detectors),
-                probe_window=self.probe_window,
-                max_retries=self.max_retries,
-                retry_share=self.retry_share,
-                cost_overrun=self.cost_overrun,
-                max_repeats=self.max_repeats,
-                epoch_episodes=self.epoch_episodes,
-            )
-        except ValueError as exc:
+            return SchedulerConfig(**values)
+        except (ValueError, CurriculumError) as exc:
             raise ConfigError(f"settings: {exc}") from None
 
+    def recording_config(self, **wiring: Any) -> RecordingConfig:
+        """The RecordingConfig of these settings' cadences, plus ``wiring`` (detail, ...)."""
+        return RecordingConfig(**{n: getattr(self, n) for n in RECORDING_SETTINGS}, **wiring)
+
+    def build_scheduler(self, catalog: Catalog | None = None) -> Scheduler:
+        """The Scheduler these settings describe, over ``catalog`` (default: the manifests
+        under ``domains``). ``Scheduler.from_settings`` calls this."""
+        from domains import load_catalog
+
+        from ._scheduler import Scheduler
+
+        config = self.scheduler_config()
+        catalog = load_catalog(*self.domains) if catalog is None else catalog
+        return Scheduler(
+            catalog, self.policy, seed=self.seed, config=config, **self.policy_options
+        )
+
     @classmethod
-    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    def load(
+        cls,
+        config_file: str | Path | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> Settings:
         """Settings from a YAML file (default configs/scheduler.yaml if it exists), the
-        environment and explicit overrides, highest last. Raises ConfigError naming the
-        file and field of every problem."""
+        environment and explicit overrides, highest last. ``labels`` names where each
+        override came from (the CLI passes its flags: ``{"steps": "--steps"}``).
+
+        Raises one ConfigError naming, for every problem, the source of the bad value: the
+        flag, the ``CURRICULUM_*`` variable or ``file:line:col``."""
         path = Path(config_file) if config_file is not None else DEFAULT_CONFIG
         if config_file is not None and not path.is_file():
             raise ConfigError(f"{path}: no such config file")
         yaml_file = path if path.is_file() else None
-        if yaml_file is not None:
-            _check_yaml(yaml_file)
+        yaml_marks = _yaml_marks(yaml_file) if yaml_file is not None else {}
+        given = {k: v for k, v in overrides.items() if v is not None}
 
         class _FromSources(cls):  # type: ignore[valid-type,misc]
             @classmethod
@@ -137,30 +174,112 @@ class Settings(BaseSettings):
                     sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
                 return tuple(sources)
 
+        where = _Sources(given, labels or {}, yaml_file, yaml_marks)
         try:
-            loaded = _FromSources(**{k: v for k, v in overrides.items() if v is not None})
+            loaded = _FromSources(**given)
         except ValidationError as exc:
-            where = str(yaml_file) if yaml_file else "settings"
-            lines = [
-                f"{where}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
-                + (f", got {err['input']!r}" if "input" in err and err["type"] != "missing" else "")
-                for err in exc.errors()
-            ]
-            raise ConfigError(
-                "\n".join(lines) + "\n(values come from the config file, CURRICULUM_* "
-                "environment variables and command-line flags)"
-            ) from None
-        return loaded
+            raise ConfigError(where.explain(exc)) from None
+        except (ValueError, CurriculumError) as exc:  # raised by a dataclass's own checks
+            raise ConfigError(where.explain_text(str(exc))) from None
+        try:
+            loaded.scheduler_config()  # the dataclass's cross-field checks, before any use
+        except ConfigError as exc:
+            raise ConfigError(where.explain_text(str(exc).removeprefix("settings: "))) from None
+        result: Settings = loaded
+        return result
 
 
-def _check_yaml(path: Path) -> None:
+class _Sources:
+    """Which source gave the value at a field path: a flag, a variable or a YAML line."""
+
+    def __init__(
+        self,
+        overrides: Mapping[str, Any],
+        labels: Mapping[str, str],
+        yaml_file: Path | None,
+        yaml_marks: Mapping[tuple[str, ...], tuple[int, int]],
+    ) -> None:
+        self.overrides = overrides
+        self.labels = labels
+        self.yaml_file = yaml_file
+        self.yaml_marks = yaml_marks
+        prefix = ENV_PREFIX.lower()
+        self.env: dict[tuple[str, ...], str] = {
+            tuple(key.lower()[len(prefix) :].split(_NESTED)): key
+            for key in os.environ
+            if key.lower().startswith(prefix)
+        }
+
+    def of(self, path: tuple[str, ...]) -> str:
+        """Where the value at ``path`` (or the values under it) came from, highest first."""
+        if not path:
+            return "settings"
+        top = path[0]
+        if top in self.overrides:
+            value = self.overrides[top]
+            if top in self.labels:
+                shown = " ".join(map(str, value)) if isinstance(value, list) else value
+                return f"{self.labels[top]} {shown}"
+            return f"argument {top}={value!r}"
+        env = [k for p, k in self.env.items() if _related(p, path)]
+        if env:
+            return ", ".join(f"{k}={os.environ[k]!r}" for k in sorted(env))
+        marks = [(p, m) for p, m in self.yaml_marks.items() if _related(p, path)]
+        if marks and self.yaml_file is not None:
+            exact = [m for p, m in marks if p == path[: len(p)]]
+            line, col = max(exact) if exact else min(m for _, m in marks)
+            return f"{self.yaml_file}:{line}:{col}"
+        return "default"
+
+    def explain(self, exc: ValidationError) -> str:
+        lines = []
+        for err in exc.errors():
+            path = tuple(str(p) for p in err["loc"])
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            got = f", got {err['input']!r}" if "input" in err and err["type"] != "missing" else ""
+            if err["type"] in ("value_error", "assertion_error"):
+                got = ""  # the dataclass's message says what it got
+            dotted = ".".join(path)
+            field = "" if msg.startswith(f"{dotted}:") else f"{dotted}: "
+            lines.append(f"{self.of(path)}: {field}{msg}{got}")
+        return "\n".join(lines)
+
+    def explain_text(self, message: str) -> str:
+        """A message that starts with its field path (``breakers.fault_window: ...``)."""
+        head, sep, _ = message.partition(":")
+        path = tuple(head.split(".")) if sep and " " not in head else ()
+        return f"{self.of(path)}: {message}"
+
+
+def _related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """One path is a prefix of the other (a value under a field, or the field above one)."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _yaml_marks(path: Path) -> dict[tuple[str, ...], tuple[int, int]]:
+    """(line, column), 1-based, of every mapping key in a YAML file, by key path. Also
+    checks that the file parses and holds a mapping."""
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text())
+        root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if data is not None and not isinstance(data, dict):
+    if root is None:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{path}: the top level must be a mapping of settings")
+    marks: dict[tuple[str, ...], tuple[int, int]] = {}
+
+    def walk(node: yaml.MappingNode, prefix: tuple[str, ...]) -> None:
+        for key, value in node.value:
+            here = (*prefix, str(key.value))
+            marks[here] = (key.start_mark.line + 1, key.start_mark.column + 1)
+            if isinstance(value, yaml.MappingNode):
+                walk(value, here)
+
+    walk(root, ())
+    return marks

@@ -63,10 +63,12 @@ class SimulationRun:
         self.catalog = catalog
         self.settings = settings
         name = policy or settings.policy
-        options = settings.policy_options if name == settings.policy else {}
-        self.scheduler = Scheduler(
-            catalog, name, seed=settings.seed, config=settings.scheduler_config(), **options
-        )
+        if name == settings.policy:  # the run's own policy: built as from_settings builds it
+            self.scheduler = Scheduler.from_settings(settings, catalog)
+        else:
+            self.scheduler = Scheduler(
+                catalog, name, seed=settings.seed, config=settings.scheduler_config()
+            )
         self.learner = SimulatedLearner(
             catalog, seed=settings.seed, config=SimulatedLearnerConfig(**settings.simulator)
         )
@@ -160,6 +162,72 @@ class SimulationRun:
         self.seconds = float(totals["seconds"])
         self.curve_steps = [int(s) for s in np.asarray(totals["curve_steps"]).tolist()]
         self.curve = [float(c) for c in np.asarray(totals["curve"]).tolist()]
+
+
+class FixedMixRun:
+    """The fixed mix: every task (family x tier arm) equally likely at every step, with no
+    scheduler at all; what a team trains on without a curriculum. The simulated learner and
+    its seed are those of a SimulationRun, so the two are compared on the same student.
+
+    It keeps nothing worth a checkpoint: it is cheap, and it is run again from its seed."""
+
+    policy_name = "fixed mix"
+
+    def __init__(self, catalog: Catalog, settings: Settings) -> None:
+        self.catalog = catalog
+        self.settings = settings
+        self.learner = SimulatedLearner(
+            catalog, seed=settings.seed, config=SimulatedLearnerConfig(**settings.simulator)
+        )
+        self.rng = np.random.Generator(np.random.PCG64(settings.seed))
+        self.scored = ~np.isin(self.learner.family_kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
+        self.step = 0
+        self.episodes = 0
+        self.wasted = 0
+        self.seconds = 0.0
+        self.curve_steps: list[int] = []
+        self.curve: list[float] = []
+
+    def advance(self) -> None:
+        """One step: a uniform draw over the arms, trained on; the true score at the
+        SimulationRun's probe steps."""
+        start = time.perf_counter()
+        cat = self.catalog
+        arm = self.rng.integers(0, cat.n_arms, size=self.settings.batch_size, dtype=np.int64)
+        batch = Batch(
+            step=self.step,
+            arm=arm,
+            family=cat.family_of_arm[arm],
+            tier=cat.tier_of_arm[arm],
+            variant=np.zeros(arm.shape[0], dtype=np.int64),  # the learner has no variants
+            catalog=cat,
+        )
+        self.learner.run(batch)
+        self.step += 1
+        self.episodes += arm.shape[0]
+        self.wasted += int(self.learner.wasted(batch.family, batch.tier).sum())
+        if self.step % self.settings.probe_every == 0 or self.step == 1:
+            self.curve_steps.append(self.step)
+            self.curve.append(float(self.learner.true_score()[self.scored].mean()))
+        self.seconds += time.perf_counter() - start
+
+    def run(self, steps: int) -> RunSummary:
+        while self.step < steps:
+            self.advance()
+        score = self.learner.true_score()[self.scored]
+        curve = np.asarray(self.curve)
+        return RunSummary(
+            policy=self.policy_name,
+            steps=self.step,
+            episodes=self.episodes,
+            final_score=float(score.mean()),
+            p10=float(np.percentile(score, 10)),
+            auc=float(curve.mean()) if curve.size else float("nan"),
+            waste=self.wasted / max(self.episodes, 1),
+            seconds=self.seconds,
+            curve_steps=np.asarray(self.curve_steps, dtype=np.int64),
+            curve=curve,
+        )
 
 
 def run_simulation(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -68,8 +69,14 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from ._main_job import main_job
+    from ._main_job import main_job, settings_from_args
 
+    if args.show_settings:
+        import yaml
+
+        settings = settings_from_args(args).model_dump(mode="json")
+        sys.stdout.write(yaml.safe_dump(settings, sort_keys=False))
+        return EXIT_OK
     return main_job(args, out, err)
 
 
@@ -84,21 +91,48 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     from .tracking import start_ui_server
 
     uri = args.tracking_uri or Settings.load(args.config).tracking_uri
-    server = start_ui_server(uri, port=args.port)
-    out.print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C to stop)")
+    # SIGTERM and SIGHUP (kill PID, a closed terminal) stop it as Ctrl-C does: the server's
+    # whole process group goes, and its log with it.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_stop)
     try:
-        server.process.wait()
-    except KeyboardInterrupt:
+        server = start_ui_server(uri, port=args.port)
+        try:
+            out.print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C to stop)")
+            server.process.wait()
+        finally:
+            server.stop()
+    except (KeyboardInterrupt, _Stop):
         pass
-    finally:
-        server.stop()
     return EXIT_OK
+
+
+class _Stop(Exception):
+    """A termination signal, turned into an exception so that `finally` blocks run."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+    raise _Stop(signum)
+
+
+def _policy_help() -> str:
+    from policies import available_policies
+
+    return ", ".join(available_policies())
+
+
+def _default(name: str) -> Any:
+    from ._settings import Settings
+
+    return Settings.model_fields[name].get_default(call_default_factory=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="curriculum", description="Curriculum scheduler for RL post-training.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.set_defaults(subparsers=sub.choices)
 
     p = sub.add_parser("validate", help="check domain manifests and print a summary")
     p.add_argument("paths", nargs="+", help="manifest files, directories or globs")
@@ -107,22 +141,57 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of a manifest file")
     p.set_defaults(func=_cmd_schema)
 
-    p = sub.add_parser("simulate", help="run the scheduler on the simulated learner")
+    policies = _policy_help()
+    p = sub.add_parser(
+        "simulate",
+        help="run the scheduler on the simulated learner",
+        description="The main job: the scheduler drives the built-in simulated learner, "
+        "beside a baseline policy and the fixed mix, and records both runs to the store "
+        f"and MLflow. Policies: {policies}. A flag overrides CURRICULUM_* variables, which "
+        "override the config file.",
+    )
     p.add_argument("--config", help="settings YAML (default: configs/scheduler.yaml if present)")
-    p.add_argument("--steps", type=int, help="training steps")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--policy", help="policy name")
-    p.add_argument("--baseline", help="policy to compare against (default uniform)")
-    p.add_argument("--batch-size", type=int, dest="batch_size")
+    p.add_argument("--steps", type=int, help=f"training steps (default {_default('steps')})")
+    p.add_argument("--seed", type=int, help="seed of the scheduler and the learner (default 0)")
+    p.add_argument(
+        "--policy", help=f"policy: one of {policies} (default {_default('policy')})"
+    )
+    p.add_argument(
+        "--baseline", help=f"policy to compare against (default {_default('baseline')})"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        dest="batch_size",
+        help=f"episodes per step (default {_default('batch_size')})",
+    )
     p.add_argument("--domains", nargs="+", help="manifest paths (default: configs/domains)")
-    p.add_argument("--db", help="store URL (default sqlite:///curriculum.db)")
-    p.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI")
-    p.add_argument("--run-name", dest="run_name")
-    p.add_argument("--resume", action="store_true", help="continue the run from its checkpoint")
-    p.add_argument("--no-baseline", action="store_true", help="skip the baseline run")
+    p.add_argument("--db", help=f"store URL (default {_default('db')})")
+    p.add_argument(
+        "--tracking-uri",
+        dest="tracking_uri",
+        help=f"MLflow tracking URI (default {_default('tracking_uri')})",
+    )
+    p.add_argument(
+        "--run-name", dest="run_name", help="name of the run in the store (default sim-DATE)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run (--run-name, or the latest) from its checkpoint, to its own "
+        "target or to --steps",
+    )
+    p.add_argument(
+        "--no-baseline", action="store_true", help="skip the baseline run and the fixed mix"
+    )
     p.add_argument("--no-store", action="store_true", help="do not write the run to the store")
     p.add_argument("--no-tracking", action="store_true", help="do not log to MLflow")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print every effective setting (defaults, file, environment, flags) and exit",
+    )
     p.set_defaults(func=_cmd_simulate)
 
     p = sub.add_parser("report", help="summarise a run read back from the store")
@@ -132,16 +201,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("ui", help="start the MLflow UI on the run's tracking store")
-    p.add_argument("--tracking-uri", dest="tracking_uri")
-    p.add_argument("--config")
-    p.add_argument("--port", type=int, default=5000)
+    p.add_argument(
+        "--tracking-uri", dest="tracking_uri", help="MLflow tracking store (default from settings)"
+    )
+    p.add_argument("--config", help="settings YAML (default: configs/scheduler.yaml if present)")
+    p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (0: any free one)")
     p.set_defaults(func=_cmd_ui)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the subcommand's own usage, not the top level's
+        owner = args.subparsers.get(args.command, parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         code: int = args.func(args)

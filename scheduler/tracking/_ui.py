@@ -155,13 +155,17 @@ def start_ui_server(
     )
     server = UIServer(url=url, process=process, log_path=log_path, _log=log)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if _healthy(url):
-            logger.info("mlflow server for %s at %s", mask_secrets(uri), url)
-            return server
-        if process.poll() is not None:
-            break
-        time.sleep(0.25)
+    try:
+        while time.monotonic() < deadline:
+            if _healthy(url):
+                logger.info("mlflow server for %s at %s", mask_secrets(uri), url)
+                return server
+            if process.poll() is not None:
+                break
+            time.sleep(0.25)
+    except BaseException:  # interrupted while it starts: take the server down with us
+        server.stop()
+        raise
     code = process.poll()
     tail = server.log_tail()
     server.stop()
