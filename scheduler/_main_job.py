@@ -63,11 +63,15 @@ class _Outcome:
     tracker: Tracker
 
 
-COLUMNS_NOTE = (
-    "{main}: the scheduler with its default machinery (tiers, quarantine, mastery caps) and "
-    "this policy; {base}: the same scheduler with the {base} policy; fixed mix: every task "
-    "(family x tier) equally likely, no scheduler."
-)
+def _columns_note(main: str, others: list[str]) -> list[str]:
+    """One line per column of the table: what ran in it."""
+    lines = [f"{main}: the scheduler (tiers, quarantine, mastery caps, review) with this policy"]
+    for name in others:
+        if name == FixedMixRun.policy_name:
+            lines.append(f"{name}: every task (family x tier) equally likely, no scheduler")
+        else:
+            lines.append(f"{name}: the same scheduler with the {name} policy")
+    return lines
 
 
 def _table(main: RunSummary, others: list[RunSummary]) -> Table:
@@ -324,8 +328,8 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
         f"{settings.steps} steps x {settings.batch_size} episodes, seed {settings.seed}"
     )
     out.print(_table(main, others))
-    if others:
-        out.print(COLUMNS_NOTE.format(main=main.policy, base=results[-1].summary.policy))
+    for line in _columns_note(main.policy, [o.policy for o in others]):
+        out.print(line, markup=False)
     drain_s = 0.0
     if not args.no_tracking:
         drain_s = _drain(results, err, show=not args.no_progress)

@@ -45,8 +45,8 @@ def _existing_sqlite(url: str) -> None:
         path = path.removeprefix("file:").split("?", 1)[0]
     if not Path(path).is_file():
         raise StoreError(
-            f"no store at {Path(path).resolve()}: run `curriculum simulate` first, or pass "
-            "the run's --db"
+            f"cannot open the store: no SQLite file at {Path(path).resolve()}; run "
+            "`curriculum simulate` first, or pass the run's --db"
         )
 
 

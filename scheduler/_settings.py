@@ -210,8 +210,10 @@ class _Sources:
             if key.lower().startswith(prefix)
         }
 
-    def of(self, path: tuple[str, ...]) -> str:
-        """Where the value at ``path`` (or the values under it) came from, highest first."""
+    def of(self, path: tuple[str, ...], message: str = "") -> str:
+        """Where the value at ``path`` (or the values under it) came from, highest first.
+        For a check over a whole section (``tiers``), the keys under it that ``message``
+        names are the ones blamed."""
         if not path:
             return "settings"
         top = path[0]
@@ -226,8 +228,9 @@ class _Sources:
             return ", ".join(f"{k}={os.environ[k]!r}" for k in sorted(env))
         marks = [(p, m) for p, m in self.yaml_marks.items() if _related(p, path)]
         if marks and self.yaml_file is not None:
+            named = [m for p, m in marks if len(p) > len(path) and _names(message, p[-1])]
             exact = [m for p, m in marks if p == path[: len(p)]]
-            line, col = max(exact) if exact else min(m for _, m in marks)
+            line, col = min(named) if named else max(exact) if exact else min(m for _, m in marks)
             return f"{self.yaml_file}:{line}:{col}"
         return "default"
 
@@ -241,14 +244,21 @@ class _Sources:
                 got = ""  # the dataclass's message says what it got
             dotted = ".".join(path)
             field = "" if msg.startswith(f"{dotted}:") else f"{dotted}: "
-            lines.append(f"{self.of(path)}: {field}{msg}{got}")
+            lines.append(f"{self.of(path, msg)}: {field}{msg}{got}")
         return "\n".join(lines)
 
     def explain_text(self, message: str) -> str:
         """A message that starts with its field path (``breakers.fault_window: ...``)."""
         head, sep, _ = message.partition(":")
         path = tuple(head.split(".")) if sep and " " not in head else ()
-        return f"{self.of(path)}: {message}"
+        return f"{self.of(path, message)}: {message}"
+
+
+def _names(message: str, key: str) -> bool:
+    """``message`` names the setting ``key`` as a word (promote_at, not promote_attempts)."""
+    import re
+
+    return re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)", message) is not None
 
 
 def _related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,3 +148,96 @@ def test_simulate_goes_on_without_mlflow(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "continuing without tracking" in result.stderr
     assert "stored in" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "blamed"),
+    [
+        (["--steps", "-5"], {}, "--steps -5: steps:"),
+        ([], {"CURRICULUM_TIERS__PROMOTE_AT": "2"}, "CURRICULUM_TIERS__PROMOTE_AT='2': tiers:"),
+        ([], {"CURRICULUM_STEPS": "abc"}, "CURRICULUM_STEPS='abc': steps:"),
+    ],
+)
+def test_simulate_blames_the_source_that_gave_the_bad_value(
+    args: list[str], env: dict[str, str], blamed: str, tmp_path: Path
+) -> None:
+    result = run("simulate", "--no-progress", "--db", f"sqlite:///{tmp_path}/c.db", *args,
+                 env=env)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert f"error: {blamed}" in result.stderr
+    assert "scheduler.yaml" not in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "c.db").exists()  # nothing is created before the checks pass
+
+
+def test_a_misspelt_flag_prints_the_subcommands_usage() -> None:
+    result = run("simulate", "--stepz", "10")
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: curriculum simulate")
+    assert "unrecognized arguments: --stepz 10" in result.stderr
+
+
+def test_help_lists_the_policies_and_explains_every_flag() -> None:
+    from policies import available_policies
+    from scheduler.cli import build_parser
+
+    result = run("simulate", "--help")
+    assert result.returncode == 0
+    for name in available_policies():
+        assert name in result.stdout
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{command} {action.option_strings or action.dest}"
+        for command, p in sub.choices.items()
+        for action in p._actions
+        if not action.help
+    ]
+    assert not missing, missing
+
+
+def test_show_settings_prints_the_effective_values() -> None:
+    result = run("simulate", "--show-settings", "--steps", "7",
+                 env={"CURRICULUM_TIERS__PROMOTE_AT": "0.8"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    shown = yaml.safe_load(result.stdout)
+    assert shown["steps"] == 7 and shown["tiers"]["promote_at"] == 0.8
+
+
+def test_report_on_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -> None:
+    result = run("report", "--db", f"sqlite:///{tmp_path}/nothing-here.db")
+    assert result.returncode == 2
+    assert "no SQLite file at" in result.stderr and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_prints_intervals_at_a_readable_precision(tmp_path: Path) -> None:
+    done = run("simulate", "--steps", "60", "--no-progress", "--no-baseline", "--no-tracking",
+               "--db", f"sqlite:///{tmp_path}/c.db", "--run-name", "r")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = run("report", "--db", f"sqlite:///{tmp_path}/c.db", "r", "--events", "200")
+    assert result.returncode == 0, result.stderr
+    intervals = re.findall(r"ci=\[([^\]]*)\]", result.stdout)
+    assert intervals, result.stdout
+    for pair in intervals:
+        for number in pair.split(", "):
+            assert re.fullmatch(r"\d\.\d{3}", number), pair
+
+
+def test_simulate_shows_the_fixed_mix_says_what_each_column_is_and_where_time_went(
+    tmp_path: Path,
+) -> None:
+    result = run("simulate", "--steps", "30", "--no-progress", "--no-tracking",
+                 "--db", f"sqlite:///{tmp_path}/c.db")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    header = next(line for line in result.stdout.splitlines() if "metric" in line)
+    assert "learning_progress" in header and "uniform" in header and "fixed mix" in header
+    assert "fixed mix: every task (family x tier) equally likely, no scheduler" in result.stdout
+    assert "uniform: the same scheduler with the uniform policy" in result.stdout
+    timing = re.search(
+        r"time: simulating ([\d.]+) s, store ([\d.]+) s, MLflow queue ([\d.]+) s, .*"
+        r"MLflow drain ([\d.]+) s, .*; ([\d.]+) s in all",
+        result.stdout,
+    )
+    assert timing, result.stdout
+    parts = [float(x) for x in timing.groups()]
+    assert parts[0] > 0 and sum(parts[:4]) <= parts[4]

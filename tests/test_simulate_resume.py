@@ -17,12 +17,13 @@ from scheduler.store import open_store
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _simulate(tmp: Path, *args: str) -> subprocess.Popen[str]:
+def _simulate(tmp: Path, *args: str, baseline: bool = False) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "CURRICULUM_CHECKPOINT_EVERY": "15",
         "CURRICULUM_BATCH_SIZE": "64",
         "CURRICULUM_PROBE_EVERY": "10",
+        "COLUMNS": "200",
     }
     return subprocess.Popen(
         [
@@ -31,7 +32,7 @@ def _simulate(tmp: Path, *args: str) -> subprocess.Popen[str]:
             "scheduler.cli",
             "simulate",
             "--no-progress",
-            "--no-baseline",
+            *([] if baseline else ["--no-baseline"]),
             "--no-tracking",
             "--db",
             f"sqlite:///{tmp}/runs.db",
@@ -119,3 +120,66 @@ def test_a_second_run_with_the_same_name_is_refused(tmp_path: Path) -> None:
     proc = _simulate(tmp_path, "--steps", "5", "--run-name", "once")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "already exists" in err
+
+
+def _table(out: str) -> list[str]:
+    """The final table's rows, without the wall-clock ones."""
+    return [
+        line
+        for line in out.splitlines()
+        if line.startswith("│") and "seconds" not in line
+    ]
+
+
+@pytest.mark.slow
+def test_a_run_with_its_baseline_killed_anywhere_resumes_to_the_same_table(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL during the main run (the baseline not yet in the store: issue 16, defect 2),
+    as the baseline starts, and in the middle of the baseline. Every `--resume` finishes
+    both runs, with the same rows in the store and the same final table."""
+    steps = "200"
+    straight = _finish(_simulate(tmp_path, "--steps", steps, "--run-name", "straight",
+                                 baseline=True))  # fmt: skip
+    table = _table(straight)
+    assert len(table) == 5 and "fixed mix" in straight
+    expected = {role: _outcomes(tmp_path, f"straight{role}") for role in ("", ".baseline")}
+
+    points = (
+        ("", None),  # the main run exists, nothing committed yet
+        ("", 100),  # the main run half done; no baseline run yet
+        (".baseline", None),  # the baseline run was just created
+        (".baseline", 100),  # the baseline half done
+    )
+    for i, (role, min_step) in enumerate(points):
+        name = f"killed{i}"
+        proc = _simulate(tmp_path, "--steps", steps, "--run-name", name, baseline=True)
+        _wait_for(tmp_path, f"{name}{role}", min_step)
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+        resumed = _simulate(tmp_path, "--run-name", name, "--resume", baseline=True)
+        out, err = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, err
+        assert f"resuming run {name!r} " in err, err
+        assert _table(out) == table, (i, out)
+        for part in ("", ".baseline"):
+            got = _outcomes(tmp_path, f"{name}{part}")
+            for a, b in zip(got, expected[part], strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_resume_says_which_run_and_refuses_a_target_below_its_step(tmp_path: Path) -> None:
+    _finish(_simulate(tmp_path, "--steps", "40", "--run-name", "short"))
+    proc = _simulate(tmp_path, "--resume", "--steps", "20")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert "--steps 20: run 'short' is already at step 40" in err and "Traceback" not in err
+    proc = _simulate(tmp_path, "--resume", "--steps", "60")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "resuming run 'short' from step 40 to step 60" in err
+    assert "60 steps x 64 episodes" in out
+    proc = _simulate(tmp_path, "--resume")  # no target: it is done at its own
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "resuming run 'short' already done" in err and "60 steps x 64" in out
