@@ -33,7 +33,7 @@ from domains import Catalog, CurriculumError, load_catalog
 from policies import binomial_interval
 
 from ._events import Event
-from .store import RunInfo, Store, StoreError, open_store
+from .store import RunInfo, Store, StoreError, open_store, require_existing
 from .tracking import mask_secrets
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,7 @@ class RunHistory:
         params (when they still load to the same catalog fingerprint), else from the events;
         a family none of these place is put in the domain ``(unknown)``.
         """
+        require_existing(url)  # a read creates no store
         store = open_store(url)
         try:
             return cls.from_open_store(store, run, catalog=catalog, source=mask_secrets(url))

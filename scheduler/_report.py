@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ._settings import Settings
-from .store import RunInfo, Store, StoreError, open_store
+from .store import RunInfo, Store, StoreError, open_store, require_existing
 
 ATTENTION = ("regression", "plateau", "quarantined", "suspected_reward_hacking", "breaker_opened")
 
@@ -29,30 +28,9 @@ def _pick_run(store: Store, name: str | None) -> RunInfo:
     return max(runs, key=lambda r: r.created_at)
 
 
-def _existing_sqlite(url: str) -> None:
-    """A report only reads: a SQLite file that is not there is an error, not a new store."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return  # open_store names what is wrong with the URL
-    path = parsed.database
-    if parsed.get_backend_name() != "sqlite" or path in (None, "", ":memory:"):
-        return
-    if path.startswith("file:"):  # a URI filename (?uri=true)
-        path = path.removeprefix("file:").split("?", 1)[0]
-    if not Path(path).is_file():
-        raise StoreError(
-            f"cannot open the store: no SQLite file at {Path(path).resolve()}; run "
-            "`curriculum simulate` first, or pass the run's --db"
-        )
-
-
 def print_report(db: str | None, run: str | None, out: Console, *, limit: int = 20) -> int:
     url = db or Settings.load().db
-    _existing_sqlite(url)
+    require_existing(url)
     store = open_store(url)
     try:
         info = _pick_run(store, run)

@@ -131,3 +131,63 @@ def test_notebook_runs_on_an_mlflow_run(tmp_path: Path) -> None:
     assert len(families) == 304
     _check(nb, families)
     assert f"run {found.group(1)}" in _text(nb.cells[2])
+
+
+def test_jupyter_execute_from_the_root_reads_the_demo_run_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """As a user after `make demo`: `jupyter execute notebooks/probe_curves.ipynb` from the
+    repository root, with the default parameters. The kernel runs in notebooks/, and the
+    notebook still finds the demo's curriculum.db at the root and writes nothing beside
+    itself. A copy of the checkout's layout stands in for the root, so the real
+    curriculum.db is never touched."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    (proj / "configs").mkdir(parents=True)
+    (proj / "configs" / "scheduler.yaml").write_text("{}\n")
+    shutil.copytree(ROOT / "configs" / "domains", proj / "configs" / "domains")
+    (proj / "notebooks").mkdir()
+    shutil.copy(NOTEBOOK, proj / "notebooks")
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("CURRICULUM_")}
+    sim = {**env, "CURRICULUM_PROBE_EVERY": "5", "CURRICULUM_BATCH_SIZE": "64"}
+    args = [str(CURRICULUM), "simulate", "--steps", "40", "--no-baseline", "--no-progress",
+            "--no-tracking", "--run-name", "demo"]  # fmt: skip
+    done = subprocess.run(args, env=sim, cwd=proj, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert (proj / "curriculum.db").is_file()
+    # The venv's interpreter as the notebook's `python3` kernel, whatever else is installed.
+    spec = tmp_path / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "venv",
+                                                 "language": "python"}))  # fmt: skip
+    env["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    before = sorted(p.name for p in (proj / "notebooks").iterdir())
+    out = tmp_path / "executed.ipynb"
+    jupyter = Path(sys.executable).with_name("jupyter")
+    run = subprocess.run(
+        [str(jupyter), "execute", "notebooks/probe_curves.ipynb", f"--output={out}"],
+        env=env, cwd=proj, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if run.returncode != 0 and "Kernel died" in run.stderr:
+        pytest.skip(f"no kernel could start here: {run.stderr[-300:]}")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert sorted(p.name for p in (proj / "notebooks").iterdir()) == before
+    nb = nbformat.read(out, as_version=4)
+    from scheduler.store import open_store
+
+    store = open_store(f"sqlite:///{proj}/curriculum.db")
+    info = store.get_run("demo")
+    store.close()
+    assert info is not None
+    _check(nb, list(info.families))
+    assert "run 'demo' from store" in _text(nb.cells[2])
+
+
+def test_the_notebook_refuses_a_store_that_is_not_there(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing.db"
+    with pytest.raises(Exception, match="no SQLite file at"):
+        _execute(tmp_path, STORE_URL=f"sqlite:///{missing}", RUN=None, TRACKING_URI=None,
+                 MLFLOW_RUN_ID=None)  # fmt: skip
+    assert not missing.exists()

@@ -1,5 +1,6 @@
 """The durable store: runs, probe curves, events, weights, outcomes and checkpoints."""
 
+from ._existing import require_existing
 from ._migrations import SCHEMA_VERSION, Migration
 from ._protocol import OutcomeRows, ProbePoints, RunInfo, Store, StoreError
 from ._sql import DEFAULT_URL, SqlStore, open_store
@@ -17,4 +18,5 @@ __all__ = [
     "Store",
     "StoreError",
     "open_store",
+    "require_existing",
 ]
