@@ -32,10 +32,10 @@ from ._probes import (
 from ._recorder import RecordingConfig, RunRecorder
 from ._retries import RetryQueue
 from ._scheduler import Scheduler, SchedulerConfig
-from ._weights import Weights
 from ._serialize import dumps_state, loads_state, torch_safe_globals
 from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
+from ._weights import Weights
 
 # torch is imported only when its adapter is first used, so `import scheduler` stays light.
 _LAZY = {

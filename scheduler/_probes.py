@@ -582,9 +582,10 @@ def call_probe_many(
             f"probe function: n must be one number or one per family asked for "
             f"({families.shape[0]}), got shape {n.shape}"
         )
-    elif n.size and not np.issubdtype(n.dtype, np.integer):
-        if not np.all(np.isfinite(n.astype(np.float64))) or np.any(n != np.round(n)):
-            problems.append("probe function: n must hold whole numbers of items")
+    elif (n.size and not np.issubdtype(n.dtype, np.integer)) and (
+        not np.all(np.isfinite(n.astype(np.float64))) or np.any(n != np.round(n))
+    ):
+        problems.append("probe function: n must hold whole numbers of items")
     if problems:
         raise ReportError(problems)
     return scores, n.astype(np.int64)

@@ -81,6 +81,8 @@ class RunRecorder:
         self.store_s = 0.0  # of which buffering rows and committing (with the checkpoint)
         self.tracking_s = 0.0  # of which building metric dicts and queueing them
         self._figure_thread: threading.Thread | None = None
+        # step of the latest figure round, and whether the store held every step by then
+        self._figures_of: tuple[int, bool] | None = None
         self.tracking_error: str | None = None  # why tracking was dropped at open, if it was
 
     # ------------------------------------------------------------------ lifecycle
@@ -182,18 +184,24 @@ class RunRecorder:
         self.tracking_s += time.perf_counter() - tracking_start
         every = self.config.figures_every
         if self.config.detail and every and step % every == every - 1:
-            self._figures_in_background()
+            complete = self._writer is None or (
+                self._writer.pending_steps == 0 and not self.config.background_commits
+            )
+            if self._figures_in_background():
+                self._figures_of = (step, complete)
         self.overhead_s += time.perf_counter() - start
 
-    def _figures_in_background(self) -> None:
+    def _figures_in_background(self) -> bool:
         """Draw the figures on a worker thread (one at a time; a round is skipped while the
-        previous one is still drawing), so the training thread never waits on matplotlib."""
+        previous one is still drawing), so the training thread never waits on matplotlib.
+        Returns whether a round started."""
         if self._figure_thread is not None and self._figure_thread.is_alive():
-            return
+            return False
         self._figure_thread = threading.Thread(
             target=self._log_figures_safely, name="curriculum-figures", daemon=True
         )
         self._figure_thread.start()
+        return True
 
     def _log_figures_safely(self) -> None:
         try:
@@ -245,7 +253,9 @@ class RunRecorder:
             self._writer.close()
         if self._figure_thread is not None:
             self._figure_thread.join()
-        if self.config.detail:
+        # A round drawn at the last step from a store that held every step is the final one.
+        drawn = self._figures_of == (sched.step - 1, True)
+        if self.config.detail and not drawn:
             self._log_figures_safely()
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "final_state.npz")

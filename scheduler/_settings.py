@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, cast, get_type_hints
 
 from pydantic import Field, ValidationError, create_model
 from pydantic_settings import (
@@ -40,7 +40,7 @@ _NESTED = "__"
 
 # Bounds the dataclasses check only loosely (or not at all) in __post_init__. Bounds, not
 # defaults: a name the dataclass no longer has is skipped.
-_BOUNDS: dict[str, dict[str, float]] = {
+_BOUNDS: dict[str, dict[str, Any]] = {
     "ema_fast": {"gt": 0, "le": 1},
     "ema_slow": {"gt": 0, "le": 1},
     "exploration_floor": {"ge": 0, "le": 1},
@@ -74,10 +74,10 @@ def _fields_of(cls: type[Any], names: Iterable[str] | None = None) -> dict[str, 
             continue
         bounds = _BOUNDS.get(f.name, {})
         if f.default is not dataclasses.MISSING:
-            out[f.name] = (hints[f.name], Field(f.default, **bounds))  # type: ignore[arg-type]
+            out[f.name] = (hints[f.name], Field(f.default, **bounds))
         else:
-            factory = f.default_factory
-            out[f.name] = (hints[f.name], Field(default_factory=factory, **bounds))  # type: ignore[arg-type]
+            factory = cast("Callable[[], Any]", f.default_factory)
+            out[f.name] = (hints[f.name], Field(default_factory=factory, **bounds))
     return out
 
 
@@ -89,7 +89,7 @@ _Derived: Any = create_model(
 )
 
 
-class Settings(_Derived):  # type: ignore[misc]
+class Settings(_Derived):
     """Everything a run is configured by. The fields below are the run's own; every field of
     ``SchedulerConfig`` (``ema_fast``, ``tiers``, ``detectors``, ...) and the recording
     cadences of ``RecordingConfig`` are settings too, with those dataclasses' defaults."""
@@ -134,9 +134,7 @@ class Settings(_Derived):  # type: ignore[misc]
 
         config = self.scheduler_config()
         catalog = load_catalog(*self.domains) if catalog is None else catalog
-        return Scheduler(
-            catalog, self.policy, seed=self.seed, config=config, **self.policy_options
-        )
+        return Scheduler(catalog, self.policy, seed=self.seed, config=config, **self.policy_options)
 
     @classmethod
     def load(

@@ -105,6 +105,7 @@ class SimulationRun:
         probes = None
         if sched.step % self.settings.probe_every == 0 or sched.step == 1:
             probes = self.probe()
+        sched.weights()  # the next batch's weights: the scheduler's work, timed with it
         self.seconds += time.perf_counter() - start
         return batch, out, probes
 

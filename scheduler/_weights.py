@@ -48,8 +48,10 @@ class Weights:
     def to_frame(self) -> Any:
         """A pandas DataFrame, one row per family: ``domain``, ``family``, ``weight`` (its
         share of the draws) and ``domain_weight``. Needs pandas (MLflow brings it)."""
+        import importlib
+
         try:
-            import pandas as pd
+            pd = importlib.import_module("pandas")
         except ImportError as exc:  # pragma: no cover - pandas comes with mlflow
             raise ImportError("Weights.to_frame() needs pandas: pip install pandas") from exc
         cat = self._names()

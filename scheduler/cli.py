@@ -153,12 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="settings YAML (default: configs/scheduler.yaml if present)")
     p.add_argument("--steps", type=int, help=f"training steps (default {_default('steps')})")
     p.add_argument("--seed", type=int, help="seed of the scheduler and the learner (default 0)")
-    p.add_argument(
-        "--policy", help=f"policy: one of {policies} (default {_default('policy')})"
-    )
-    p.add_argument(
-        "--baseline", help=f"policy to compare against (default {_default('baseline')})"
-    )
+    p.add_argument("--policy", help=f"policy: one of {policies} (default {_default('policy')})")
+    p.add_argument("--baseline", help=f"policy to compare against (default {_default('baseline')})")
     p.add_argument(
         "--batch-size",
         type=int,

@@ -124,11 +124,7 @@ def test_a_second_run_with_the_same_name_is_refused(tmp_path: Path) -> None:
 
 def _table(out: str) -> list[str]:
     """The final table's rows, without the wall-clock ones."""
-    return [
-        line
-        for line in out.splitlines()
-        if line.startswith("│") and "seconds" not in line
-    ]
+    return [line for line in out.splitlines() if line.startswith("│") and "seconds" not in line]
 
 
 @pytest.mark.slow

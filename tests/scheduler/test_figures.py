@@ -204,6 +204,10 @@ def test_attention_keeps_only_active_latest_events(history: RunHistory) -> None:
 def test_from_store_errors_and_domain_fallback(recorded: Recorded, tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"no run named 'nope'.*fig"):
         RunHistory.from_store(recorded.url, "nope")
+    with pytest.raises(StoreError, match="no SQLite file at"):  # a read creates no store
+        RunHistory.from_store(f"sqlite:///{tmp_path}/missing.db")
+    assert not (tmp_path / "missing.db").exists()
+    open_store(f"sqlite:///{tmp_path}/empty.db").close()
     with pytest.raises(StoreError, match="no runs yet"):
         RunHistory.from_store(f"sqlite:///{tmp_path}/empty.db")
     other = Catalog.synthetic(n_domains=2, families_per_domain=2)

@@ -33,7 +33,7 @@ def test_weights_have_views_by_name() -> None:
 
 def test_weights_without_a_catalog_say_where_to_get_named_ones() -> None:
     bare = Weights(arm=np.ones(2) / 2, family=np.ones(2) / 2, domain=np.ones(1))
-    with pytest.raises(ValueError, match="Scheduler.weights"):
+    with pytest.raises(ValueError, match=r"Scheduler\.weights"):
         bare.by_domain()
 
 

@@ -54,8 +54,16 @@ def test_a_signal_stops_the_server_its_workers_and_leaves_no_log(
 ) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path), "COLUMNS": "200"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler.cli", "ui", "--tracking-uri", sqlite_store,
-         "--port", "0"],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "scheduler.cli",
+            "ui",
+            "--tracking-uri",
+            sqlite_store,
+            "--port",
+            "0",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -1,0 +1,61 @@
+"""The recorder draws the figures once per round: a round at the last step, from a store
+that held every step, is the final one, and close() does not draw it again."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domains import Catalog
+from scheduler import RecordingConfig, RunRecorder, Scheduler
+from scheduler.backends import SimulatedLearner
+from scheduler.store import open_store
+from scheduler.tracking import NullTracker
+
+pytest.importorskip("matplotlib")
+
+
+class CountingTracker:
+    """Tracks nothing, but is not the NullTracker the recorder skips its metrics for."""
+
+    def __init__(self) -> None:
+        self.null = NullTracker()
+        self.values = 0
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        self.values += len(metrics)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.null, name)
+
+
+@pytest.mark.parametrize(("steps", "rounds"), [(20, 2), (25, 3)])
+def test_close_draws_only_what_the_last_round_missed(
+    steps: int, rounds: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = Catalog.synthetic(n_domains=2, families_per_domain=2, n_tiers=2)
+    sched = Scheduler(catalog, seed=0)
+    learner = SimulatedLearner(catalog, seed=0)
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    config = RecordingConfig(checkpoint_every=10, figures_every=10)
+    tracker = CountingTracker()
+    rec = RunRecorder(sched, run_name="f", store=store, tracker=tracker, config=config)
+    drawn: list[int] = []
+    monkeypatch.setattr(rec, "log_figures", lambda: drawn.append(sched.step))
+    rec.open()
+    for _ in range(steps):
+        batch = sched.next_batch(16)
+        out = learner.run(batch)
+        sched.report(batch, out)
+        probes = sched.probe_round(learner.probe_many) if sched.step % 5 == 0 else None
+        rec.step(batch, out, probes)
+        if rec._figure_thread is not None:
+            rec._figure_thread.join()  # one round at a time, deterministically
+    rec.close()
+    store.close()
+    # 20 steps: rounds at steps 9 and 19 (the last, all committed): close adds none.
+    # 25 steps: rounds at 9 and 19, and close draws the 5 steps after them.
+    assert len(drawn) == rounds, drawn
