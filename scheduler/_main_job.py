@@ -211,6 +211,8 @@ def _drain(results: list[_Outcome], err: Console, show: bool) -> float:
         thread.start()
     stats = [r.tracker.stats for r in results]
     queued = sum(s.queued for s in stats)
+    if not show:
+        err.print(f"MLflow: {sum(s.pending for s in stats)} of {queued} values still to write")
     with Progress(
         TextColumn("{task.description:>24}"),
         BarColumn(),
@@ -273,7 +275,7 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                 params={**params, "role": role},
             )
             opened = time.perf_counter()
-            restored = recorder.open(resume=plan.resume[role])
+            recorder.open(resume=plan.resume[role])
             spent["start"] += time.perf_counter() - opened
             if recorder.tracking_error is not None:
                 err.print(
@@ -282,8 +284,6 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                     markup=False,
                 )
                 tracker = recorder.tracker
-            if restored is not None:
-                err.print(f"{recorder.run_name}: resumed from the checkpoint at step {restored}")
             task = progress.add_task(f"{name} ({role})", total=settings.steps, completed=sim.step)
 
             def on_step(
@@ -348,6 +348,12 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
         out.print(f"MLflow run {rec.mlflow_run_id} in {uri} ({how})")
     spent["drain"] = drain_s
     out.print(_timing(results, fixed, spent, time.perf_counter() - began))
+    per_step = 1000 / max(main.steps, 1)
+    out.print(
+        f"recording on the training thread: {rec.overhead_s * per_step:.2f} ms/step "
+        f"(store {rec.store_s * per_step:.2f}, tracking {rec.tracking_s * per_step:.2f}); "
+        f"simulation {main.seconds * per_step:.2f} ms/step"
+    )
     return 0
 
 

@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except CurriculumError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)  # never split file:line
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -241,3 +241,16 @@ def test_simulate_shows_the_fixed_mix_says_what_each_column_is_and_where_time_we
     assert timing, result.stdout
     parts = [float(x) for x in timing.groups()]
     assert parts[0] > 0 and sum(parts[:4]) <= parts[4]
+
+
+def test_an_error_is_one_line_when_piped_at_80_columns(tmp_path: Path) -> None:
+    """A message that names its source is never split across lines (file:line, a URL)."""
+    env = {**os.environ, "COLUMNS": "80", "CURRICULUM_TIERS__PROMOTE_AT": "2"}
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", "simulate", "--no-progress", "--db",
+         f"sqlite:///{tmp_path}/c.db"],  # fmt: skip
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert len(line) > 80 and line.startswith("error: CURRICULUM_TIERS__PROMOTE_AT='2': tiers:")
