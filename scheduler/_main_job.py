@@ -65,7 +65,7 @@ class _Outcome:
 
 def _columns_note(main: str, others: list[str]) -> list[str]:
     """One line per column of the table: what ran in it."""
-    lines = [f"{main}: the scheduler (tiers, quarantine, mastery caps, review) with this policy"]
+    lines = [f"{main}: the scheduler with its default machinery and the {main} policy"]
     for name in others:
         if name == FixedMixRun.policy_name:
             lines.append(f"{name}: every task (family x tier) equally likely, no scheduler")

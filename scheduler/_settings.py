@@ -99,7 +99,7 @@ class Settings(_Derived):
     )
 
     domains: list[str] = Field(default_factory=lambda: ["configs/domains"])
-    policy: str = "uniform"
+    policy: str = Field(default_factory=lambda: _default_policy())  # Scheduler's own default
     policy_options: dict[str, Any] = Field(default_factory=dict)
     baseline: str = "learning_progress"  # what `simulate` compares the policy against
     seed: int = 0
@@ -185,6 +185,18 @@ class Settings(_Derived):
             raise ConfigError(where.explain_text(str(exc).removeprefix("settings: "))) from None
         result: Settings = loaded
         return result
+
+
+def _default_policy() -> str:
+    """The policy ``Scheduler(catalog)`` runs when none is named."""
+    import inspect
+
+    from policies import policy_params
+
+    from ._scheduler import Scheduler
+
+    default = inspect.signature(Scheduler.__init__).parameters["policy"].default
+    return default if isinstance(default, str) else str(policy_params(default)["name"])
 
 
 class _Sources:

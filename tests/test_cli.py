@@ -232,7 +232,12 @@ def test_simulate_shows_the_fixed_mix_says_what_each_column_is_and_where_time_we
     header = next(line for line in result.stdout.splitlines() if "metric" in line)
     assert "learning_progress" in header and "uniform" in header and "fixed mix" in header
     assert "fixed mix: every task (family x tier) equally likely, no scheduler" in result.stdout
-    assert "uniform: the same scheduler with the uniform policy" in result.stdout
+    assert "uniform: the scheduler with its default machinery and the uniform policy" in (
+        result.stdout
+    )
+    assert "learning_progress: the same scheduler with the learning_progress policy" in (
+        result.stdout
+    )
     timing = re.search(
         r"time: simulating ([\d.]+) s, store ([\d.]+) s, MLflow queue ([\d.]+) s, .*"
         r"MLflow drain ([\d.]+) s, .*; ([\d.]+) s in all",
@@ -246,11 +251,15 @@ def test_simulate_shows_the_fixed_mix_says_what_each_column_is_and_where_time_we
 def test_an_error_is_one_line_when_piped_at_80_columns(tmp_path: Path) -> None:
     """A message that names its source is never split across lines (file:line, a URL)."""
     env = {**os.environ, "COLUMNS": "80", "CURRICULUM_TIERS__PROMOTE_AT": "2"}
+    args = ["simulate", "--no-progress", "--db", f"sqlite:///{tmp_path}/c.db"]
     result = subprocess.run(
-        [sys.executable, "-m", "scheduler.cli", "simulate", "--no-progress", "--db",
-         f"sqlite:///{tmp_path}/c.db"],  # fmt: skip
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-m", "scheduler.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert len(line) > 80 and line.startswith("error: CURRICULUM_TIERS__PROMOTE_AT='2': tiers:")

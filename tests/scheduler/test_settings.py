@@ -34,6 +34,11 @@ def test_simulate_and_the_library_run_on_the_same_defaults() -> None:
     assert settings.scheduler_config() == SchedulerConfig()
     assert settings.recording_config() == RecordingConfig()
     assert Settings().scheduler_config() == SchedulerConfig()
+    from domains import Catalog
+    from policies import policy_params
+
+    plain = Scheduler(Catalog.synthetic(2, 2, 2))
+    assert settings.policy == policy_params(plain.policy)["name"]
 
 
 def test_every_dataclass_field_is_a_setting_with_its_default() -> None:
