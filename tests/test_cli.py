@@ -210,17 +210,23 @@ def test_report_on_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -> None
     assert list(tmp_path.iterdir()) == []
 
 
-def test_report_prints_intervals_at_a_readable_precision(tmp_path: Path) -> None:
+def test_report_prints_evidence_at_a_readable_precision(tmp_path: Path) -> None:
     done = run("simulate", "--steps", "60", "--no-progress", "--no-baseline", "--no-tracking",
                "--db", f"sqlite:///{tmp_path}/c.db", "--run-name", "r")  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = run("report", "--db", f"sqlite:///{tmp_path}/c.db", "r", "--events", "200")
     assert result.returncode == 0, result.stderr
-    intervals = re.findall(r"ci=\[([^\]]*)\]", result.stdout)
-    assert intervals, result.stdout
-    for pair in intervals:
-        for number in pair.split(", "):
-            assert re.fullmatch(r"\d\.\d{3}", number), pair
+    numbers = re.findall(r"\d+\.\d+", result.stdout.split("last ", 1)[1])
+    assert numbers, result.stdout
+    assert all(len(n.split(".")[1]) <= 3 for n in numbers), numbers
+
+
+def test_report_rounds_numbers_inside_lists_and_mappings() -> None:
+    from scheduler._report import _short
+
+    assert _short([0.751234567, 0.86412345]) == "[0.751, 0.864]"  # a confidence interval
+    assert _short({"low": 0.0231234, "n": 32}) == "{low: 0.023, n: 32}"
+    assert _short(0.000012345) == "1.23e-05" and _short(0.0) == "0.000"
 
 
 def test_simulate_shows_the_fixed_mix_says_what_each_column_is_and_where_time_went(
