@@ -1,5 +1,8 @@
 """The README's Python blocks (and docs/deploy.md's), executed in order as a user pastes
-them, from the repository root: the examples stay true to the code."""
+them, from the repository root: the examples stay true to the code.
+
+A block fenced ```` ```python fragment ```` (code that needs a model, a tokenizer or
+torchrun) is only compiled; every other ```` ```python ```` block runs."""
 
 from __future__ import annotations
 
@@ -12,8 +15,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def python_blocks(path: Path) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M)
+def python_blocks(path: Path, kind: str = "") -> list[str]:
+    """The blocks fenced ```python (kind "") or ```python fragment (kind "fragment")."""
+    found = re.findall(r"^```python([^\n]*)\n(.*?)^```", path.read_text(), flags=re.S | re.M)
+    return [code for info, code in found if info.strip() == kind]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/deploy.md"])
+def test_the_fragments_compile(doc: str) -> None:
+    for i, block in enumerate(python_blocks(ROOT / doc, "fragment")):
+        compile(block, f"{doc} fragment {i + 1}", "exec")
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/deploy.md"])
