@@ -10,7 +10,8 @@ by one (each outcome takes the oldest matching row still waiting), so a trainer 
 a batch in pieces; a batch leaves the ledger once every row is reported.
 
 Late reports: a batch may be reported until ``window`` more batches have been drawn after
-it. Then it expires (a warning names it; its outcomes are lost to the statistics) and a
+it. Then it expires (a warning names it, at the 1st, 2nd, 4th, 8th... expiry so a trainer
+that never reports does not flood the log; its outcomes are lost to the statistics) and a
 report of it is refused as late. The ledger so holds at most ``window + 1`` batches, and a
 trainer that never reports cannot grow it.
 """
@@ -65,6 +66,7 @@ class PendingBatches:
         self._family_of_arm = family_of_arm
         self._tier_of_arm = tier_of_arm
         self._drawn: dict[int, _Drawn] = {}
+        self.expired = 0  # batches that expired unreported in this process (logged)
 
     def __len__(self) -> int:
         return len(self._drawn)
@@ -81,14 +83,17 @@ class PendingBatches:
         before it."""
         for old in [s for s in self._drawn if s < step - self.window]:
             drawn = self._drawn.pop(old)
-            left = int((~drawn.done).sum())
-            log.warning(
-                "batch %d expired with %d of %d outcomes unreported (report_window=%d)",
-                old,
-                left,
-                drawn.done.shape[0],
-                self.window,
-            )
+            self.expired += 1
+            if self.expired & (self.expired - 1) == 0:  # the 1st, 2nd, 4th, 8th... expiry
+                log.warning(
+                    "batch %d expired with %d of %d outcomes unreported (report_window=%d; "
+                    "%d batches expired so far)",
+                    old,
+                    int((~drawn.done).sum()),
+                    drawn.done.shape[0],
+                    self.window,
+                    self.expired,
+                )
         n = arm.shape[0]
         self._drawn[int(step)] = _Drawn(
             int(token), arm.copy(), variant.copy(), attempt.copy(), np.zeros(n, dtype=bool)
@@ -98,7 +103,8 @@ class PendingBatches:
     def _missing(self, step: int, now: int) -> str:
         """Why a step has no batch awaiting a report; ``now`` is the next step to draw."""
         if step < 0 or step >= now:
-            return f"batch {step}: not drawn by this scheduler (it has drawn steps 0..{now - 1})"
+            drawn = f"steps 0..{now - 1}" if now else "no batch yet"
+            return f"batch {step}: not drawn by this scheduler (it has drawn {drawn})"
         if step < now - 1 - self.window:
             return (
                 f"batch {step}: reported too late: {now - 1 - step} batches were drawn after it, "
@@ -245,10 +251,12 @@ class PendingBatches:
         arrays: dict[str, npt.NDArray[Any]] = {}
         for name in ("step", "token", "size", *_ROWS, "done"):
             arr = as_array(state.get(name)) if name in state else None
-            kinds = "b" if name == "done" else "iu"
+            kinds, what = ("b", "booleans") if name == "done" else ("iu", "integers")
             if arr is None or arr.ndim != 1 or arr.dtype.kind not in kinds:
-                got = "missing" if name not in state else f"{type(state[name]).__name__}"
-                problems.append(f"{where}.{name}: must be a 1-d array of {kinds}, got {got}")
+                got = "missing" if name not in state else type(state[name]).__name__
+                if arr is not None:
+                    got = f"dtype {arr.dtype}, shape {arr.shape}"
+                problems.append(f"{where}.{name}: must be a 1-d array of {what}, got {got}")
             else:
                 arrays[name] = arr
         if problems:

@@ -543,3 +543,12 @@ def test_record_outcomes_feeds_tasks_no_batch_drew() -> None:
     assert sched.stats.count[0] == 2
     with pytest.raises(ReportError, match="unknown arm"):
         sched.record_outcomes([Outcome(arm=-1, variant=0, reward=1.0, success=True)])
+
+
+def test_the_report_window_is_a_setting() -> None:
+    from scheduler import Settings
+
+    assert Settings(report_window=8).scheduler_config().report_window == 8
+    assert Settings().scheduler_config().report_window == 64
+    with pytest.raises(ValueError, match="report_window"):
+        SchedulerConfig(report_window=-1)
