@@ -78,9 +78,10 @@ def parse_status(status: Any, n: int, problems: list[str]) -> IntArray:
         codes = values.astype(np.int64)
         bad = (codes < 0) | (codes >= _N_STATUS)
     elif kind == "f":
-        whole = np.isfinite(values) & (values == np.round(values))
-        codes = np.where(whole, values, -1).astype(np.int64)
-        bad = ~whole | (codes < 0) | (codes >= _N_STATUS)
+        with np.errstate(invalid="ignore"):
+            ok = (values == np.round(values)) & (values >= 0) & (values < _N_STATUS)
+        codes = np.where(ok, values, -1).astype(np.int64)
+        bad = ~ok
     elif kind in "US":
         names, inverse = np.unique(np.char.lower(values.astype(str)), return_inverse=True)
         known = {s.name.lower(): int(s) for s in Status}

@@ -552,3 +552,63 @@ def test_the_report_window_is_a_setting() -> None:
     assert Settings().scheduler_config().report_window == 64
     with pytest.raises(ValueError, match="report_window"):
         SchedulerConfig(report_window=-1)
+
+
+def _junk(n: int) -> st.SearchStrategy[Any]:
+    """Anything a caller might pass for a column of an n-task report or probe call."""
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.complex_numbers(max_magnitude=10),
+        st.text(max_size=3),
+        st.sampled_from(["ok", "failed", "timeout", "env_error", "OK"]),
+    )
+    return st.one_of(
+        scalars,
+        st.lists(scalars, min_size=n, max_size=n),
+        st.lists(scalars, max_size=n + 2),
+        st.lists(st.lists(st.floats(0, 1), min_size=2, max_size=2), min_size=n, max_size=n),
+        st.builds(lambda x: np.full(n, x), st.floats(allow_nan=True)),
+        st.builds(lambda s: np.zeros(s), st.sampled_from([(n, 2), (0,), (n + 1,), ()])),
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_junk_in_a_report_is_accepted_or_a_report_error_that_changes_nothing(
+    data: st.DataObject,
+) -> None:
+    sched = Scheduler(_catalog(), "exp3s", seed=1)
+    batch = sched.next_batch(6)
+    columns = {
+        name: data.draw(
+            st.one_of(st.none(), _junk(6)) if name != "rewards" else _junk(6), label=name
+        )
+        for name in ("rewards", "success", "process", "cost", "status")
+    }
+    before = _snapshot(sched)
+    try:
+        sched.report(batch, **columns)
+    except ReportError:
+        assert _snapshot(sched) == before
+    else:  # accepted: applied once, and the batch is no longer awaited
+        with pytest.raises(ReportError, match="already reported"):
+            sched.report(batch, rewards=np.ones(6))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_junk_in_a_probe_call_is_accepted_or_a_report_error_that_changes_nothing(
+    data: st.DataObject,
+) -> None:
+    sched = Scheduler(_catalog(), "exp3s", seed=1)
+    args = {name: data.draw(_junk(3), label=name) for name in ("families", "scores")}
+    for name in ("tiers", "n", "step"):
+        args[name] = data.draw(st.one_of(st.none(), _junk(3)), label=name)
+    before = _snapshot(sched)
+    try:
+        sched.record_probes(**args)
+    except ReportError:
+        assert _snapshot(sched) == before

@@ -32,8 +32,11 @@ CATALOG = Catalog.synthetic(3, 3, 3, pool_size=4, min_share=MIN_SHARE, max_share
 OTHER = Scheduler(CATALOG, "exp3s", seed=5)  # a second scheduler: its batches are foreign
 
 
-def _key(batch: Batch) -> tuple[int, int]:
-    return batch.step, batch.token
+def _key(batch: Batch) -> tuple[int, int, bytes]:
+    """A batch as the scheduler knows it: after a rollback to an older checkpoint the same
+    scheduler may draw another batch at the same step, with other tasks."""
+    assert batch.attempt is not None
+    return batch.step, batch.token, np.stack([batch.arm, batch.variant, batch.attempt]).tobytes()
 
 
 def _config() -> SchedulerConfig:
@@ -46,8 +49,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.sched = Scheduler(CATALOG, "exp3s", seed=3, config=_config())
         self.batches: list[Batch] = []
         # the model: (step, token) of every batch that awaits a report
-        self.awaiting: set[tuple[int, int]] = set()
-        self.saved: list[tuple[bytes, set[tuple[int, int]]]] = []
+        self.awaiting: set[tuple[int, int, bytes]] = set()
+        self.saved: list[tuple[bytes, set[tuple[int, int, bytes]]]] = []
         self.count = self.sched.stats.count.copy()
         self.rng = np.random.default_rng(0)
 
@@ -64,7 +67,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def _expire(self) -> None:
         """The model of report_window: drawing step s expires steps before s - WINDOW."""
         now = self.sched.step - 1
-        self.awaiting = {(s, t) for s, t in self.awaiting if s >= now - WINDOW}
+        self.awaiting = {key for key in self.awaiting if key[0] >= now - WINDOW}
 
     def _pick(self, data: st.DataObject) -> Batch:
         return data.draw(st.sampled_from(self.batches), label="batch")
