@@ -284,17 +284,21 @@ class TierController:
     def check_state(self, state: Any) -> list[str]:
         """Problems with ``state`` as this controller's state (pure: nothing is applied).
         Driven by ``state_dict()``: every array it returns must be there with its shape and
-        dtype kind (``taught`` and ``innate`` may be absent, as ``load_state_dict`` fills
-        them), floats that start finite stay finite, counts are >= 0, tiers in range."""
+        dtype kind (or be one that ``load_state_dict`` fills for an older state), floats that
+        start finite stay finite, counts are >= 0, tiers in range."""
         if not isinstance(state, Mapping):
             return [f"tiers: must be a mapping, got {type(state).__name__}"]
         problems: list[str] = []
         fresh = TierController(self._catalog, self.config).state_dict()
+        for name in [name for name in fresh if name not in state]:
+            try:  # a field load_state_dict fills for older states (taught, innate) may be absent
+                kept = {k: v for k, v in fresh.items() if k != name}
+                TierController(self._catalog, self.config).load_state_dict(kept)
+            except (KeyError, ValueError, TypeError):
+                problems.append(f"tiers.{name}: missing")
         kinds = {"b": "b", "i": "iu", "f": "fiu"}
         for name, want in fresh.items():
             if name not in state:
-                if name not in ("taught", "innate"):
-                    problems.append(f"tiers.{name}: missing")
                 continue
             value = np.asarray(state[name]) if isinstance(state[name], np.ndarray | list) else None
             if value is None or value.dtype.kind not in kinds.get(want.dtype.kind, "?"):

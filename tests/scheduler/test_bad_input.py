@@ -612,3 +612,40 @@ def test_any_junk_in_a_probe_call_is_accepted_or_a_report_error_that_changes_not
         sched.record_probes(**args)
     except ReportError:
         assert _snapshot(sched) == before
+
+
+def test_a_field_added_to_a_component_is_checked_with_no_new_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checks read the structure from state_dict(): a new tier-controller array (as the
+    policy work may add) is required, shaped and kept finite without touching the checks."""
+    from policies import TierController
+
+    plain = TierController.state_dict
+
+    def with_extra(self: TierController) -> dict[str, Any]:
+        return {**plain(self), "extra": np.zeros(self._catalog.n_families)}
+
+    plain_load = TierController.load_state_dict
+
+    def load_extra(self: TierController, state: dict[str, Any]) -> None:
+        self.extra = np.asarray(state["extra"], dtype=np.float64).copy()
+        plain_load(self, state)
+
+    monkeypatch.setattr(TierController, "state_dict", with_extra)
+    monkeypatch.setattr(TierController, "load_state_dict", load_extra)
+    sched = _played()
+    good = sched.state_dict()
+    Scheduler(_catalog(), "exp3s", seed=2).load_state_dict(good)
+    for value, match in (
+        (None, r"tiers\.extra: missing"),
+        (np.zeros(3), r"tiers\.extra: expected shape \(12,\), got \(3,\)"),
+        (np.full(12, np.nan), r"tiers\.extra: must be finite"),
+    ):
+        state = sched.state_dict()
+        if value is None:
+            del state["tiers"]["extra"]
+        else:
+            state["tiers"]["extra"] = value
+        with pytest.raises(ConfigError, match=match):
+            Scheduler(_catalog(), "exp3s", seed=2).load_state_dict(state)
