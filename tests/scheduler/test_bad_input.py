@@ -65,6 +65,8 @@ PARTS = [
     "seed",
     "cost",
     "family_factor",
+    "skill",
+    "skill_flags",
 ]
 
 
@@ -166,6 +168,21 @@ BAD_STATES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("negative trials", _set("tiers.trials", _at(0, -1.0)), r"tiers\.trials"),
     ("string cursor", _set("cursor", np.array(["a"] * 36)), "cursor: must be an array of int64"),
     ("zero cost", _set("cost", _at(0, 0.0)), "cost: must be > 0"),
+    (
+        "NaN skill belief",
+        _set("skill.train_mu", _at(0, np.nan)),
+        r"skill\.train_mu: must be finite",
+    ),
+    (
+        "negative skill variance",
+        _set("skill.train_var", _at(0, -1.0)),
+        "skill: variances must be positive",
+    ),
+    (
+        "skill flags of another shape",
+        _set("skill_flags", np.zeros((2, 12), dtype=bool)),
+        r"skill_flags: expected shape \(3, 12\)",
+    ),
 ]
 
 
@@ -299,7 +316,7 @@ BAD_PROBES: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "same family and tier twice",
-        {"families": [3, 1, 3], "scores": [0.5, 0.5, 0.6]},
+        {"families": [3, 1, 3], "scores": [0.5, 0.5, 0.6], "tiers": [0, 0, 0]},
         r"probe\[2\]: family 3 at tier 0 again \(first at probe\[0\]\)",
     ),
     ("string scores", {"families": [0], "scores": ["0.5"]}, "scores: must be real numbers"),

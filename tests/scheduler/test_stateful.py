@@ -39,14 +39,18 @@ def _key(batch: Batch) -> tuple[int, int, bytes]:
     return batch.step, batch.token, np.stack([batch.arm, batch.variant, batch.attempt]).tobytes()
 
 
-def _config() -> SchedulerConfig:
-    return SchedulerConfig(report_window=WINDOW)
+def _config(skill: bool) -> SchedulerConfig:
+    if skill:  # the default: a skill model places ladder families on their tiers
+        return SchedulerConfig(report_window=WINDOW)
+    return SchedulerConfig(report_window=WINDOW, skill=None)  # the tier controller alone
 
 
 class SchedulerMachine(RuleBasedStateMachine):
+    skill = False
+
     def __init__(self) -> None:
         super().__init__()
-        self.sched = Scheduler(CATALOG, "exp3s", seed=3, config=_config())
+        self.sched = Scheduler(CATALOG, "exp3s", seed=3, config=_config(self.skill))
         self.batches: list[Batch] = []
         # the model: (step, token) of every batch that awaits a report
         self.awaiting: set[tuple[int, int, bytes]] = set()
@@ -156,7 +160,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def load(self, data: st.DataObject, fresh: bool) -> None:
         blob, awaiting = data.draw(st.sampled_from(self.saved), label="checkpoint")
         if fresh:  # a resume in a new scheduler: the checkpoint's batches still report
-            self.sched = Scheduler(CATALOG, "exp3s", seed=99, config=_config())
+            self.sched = Scheduler(CATALOG, "exp3s", seed=99, config=_config(self.skill))
         self.sched.load_state_dict(loads_state(blob))
         assert self._snap() == blob, "a resume is not exact"
         self.awaiting = set(awaiting)
@@ -285,10 +289,19 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert len(self.sched._pending) <= WINDOW + 1
 
 
-SchedulerMachine.TestCase.settings = settings(
-    max_examples=40,
+class SkillSchedulerMachine(SchedulerMachine):
+    """The same with the default configuration, whose skill model is in the state too."""
+
+    skill = True
+
+
+_SETTINGS = settings(
+    max_examples=30,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+SchedulerMachine.TestCase.settings = _SETTINGS
+SkillSchedulerMachine.TestCase.settings = _SETTINGS
 test_scheduler_state_machine = SchedulerMachine.TestCase
+test_scheduler_state_machine_with_the_skill_model = SkillSchedulerMachine.TestCase
