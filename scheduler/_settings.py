@@ -70,6 +70,7 @@ class Settings(BaseSettings):
     epoch_episodes: int = Field(100_000, ge=1)  # the epoch of max_repeats
     cost_overrun: float = Field(3.0, gt=1)  # learned/estimated cost ratio that raises an event
     probe_window: int = Field(16, ge=2)  # probe points per family kept for slopes
+    report_window: int = Field(64, ge=0, le=1_000_000)  # batches a late report may trail by
     breakers: dict[str, Any] = Field(default_factory=dict)  # BreakerConfig fields
     detectors: dict[str, Any] = Field(default_factory=dict)  # DetectorConfig fields (nested)
     probe_every: int = Field(25, ge=1)  # steps between probe rounds
@@ -106,6 +107,7 @@ class Settings(BaseSettings):
                 cost_overrun=self.cost_overrun,
                 max_repeats=self.max_repeats,
                 epoch_episodes=self.epoch_episodes,
+                report_window=self.report_window,
             )
         except ValueError as exc:
             raise ConfigError(f"settings: {exc}") from None
