@@ -115,7 +115,7 @@ def _run_name(settings: Settings, store: Store | None, resume: bool) -> str:
 
 def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
     settings = settings_from_args(args)
-    catalog = load_catalog(*settings.domains)
+    catalog = load_catalog(*settings.domains, sources=settings.source_policy())
     settings.scheduler_config()  # surface config errors before anything is created
     roles = [("main", settings.policy)]
     if not args.no_baseline:

@@ -19,8 +19,10 @@ from domains import CurriculumError, ManifestError
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# soft_wrap: a line is never broken by the console (at 80 columns when not a terminal):
+# `file:line:col: field: message` stays one line that tools and grep can read.
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,8 +35,11 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_validate(args: argparse.Namespace) -> int:
     from domains import build_catalog, load_manifests, thin_probe_notes
 
+    from ._settings import Settings
+
+    sources = Settings.load(args.config).source_policy()
     try:
-        manifests = load_manifests(*args.paths)
+        manifests = load_manifests(*args.paths, sources=sources)
         catalog = build_catalog(manifests)
     except ManifestError as exc:
         files = {p.file for p in exc.problems}
@@ -102,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check domain manifests and print a summary")
     p.add_argument("paths", nargs="+", help="manifest files, directories or globs")
+    p.add_argument("--config", help="settings YAML (which data files manifests may read)")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("schema", help="print the JSON Schema of a manifest file")
