@@ -17,6 +17,8 @@ from rich.console import Console
 
 from domains import CurriculumError, ManifestError
 
+from ._redact import RedactingFilter, mask_secrets
+
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 
 # soft_wrap: a line is never broken by the console (at 80 columns when not a terminal):
@@ -85,12 +87,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
+    from ._redact import mask_url
     from ._settings import Settings
     from .tracking import start_ui_server
 
     uri = args.tracking_uri or Settings.load(args.config).tracking_uri
     server = start_ui_server(uri, port=args.port)
-    out.print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C to stop)")
+    out.print(f"MLflow UI for {mask_url(uri)}: {server.url}  (Ctrl-C to stop)")
     try:
         server.process.wait()
     except KeyboardInterrupt:
@@ -149,10 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # no log line shows a password
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     try:
         code: int = args.func(args)
     except CurriculumError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {mask_secrets(str(exc))}", markup=False)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -161,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         err.print(
-            f"error: unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            f"error: unexpected {type(exc).__name__}: {mask_secrets(str(exc))} "
+            "(run with --debug for the traceback)",
             markup=False,
         )
         return EXIT_ERROR

@@ -29,10 +29,11 @@ import numpy as np
 import yaml
 
 from .._events import Event
+from .._redact import mask_secrets
 from ._buffer import MetricBuffer, Record
 from ._errors import TrackingError
 from ._names import sanitize_name
-from ._params import flatten_params, mask_secrets, package_versions
+from ._params import flatten_params, package_versions
 from ._protocol import TrackerStats
 from ._sink import MetricRows, Sink, make_sink
 from ._uri import default_artifact_location, prepare_environment, resolve_tracking_uri
@@ -228,10 +229,12 @@ class MLflowTracker:
             raise
         except Exception as exc:
             raise TrackingError(
-                f"tracking_uri {mask_secrets(self.tracking_uri)!r}: cannot start an MLflow run: "
-                f"{exc}. Check the URI (sqlite:///path/mlflow.db, file:./mlruns or "
-                "http://host:port) and that the server is up."
-            ) from exc
+                mask_secrets(
+                    f"tracking_uri {self.tracking_uri!r}: cannot start an MLflow run: "
+                    f"{exc}. Check the URI (sqlite:///path/mlflow.db, file:./mlruns or "
+                    "http://host:port) and that the server is up."
+                )
+            ) from None
         self._run_id = run_id
         self._sink = make_sink(self.tracking_uri, run_id, self.sink_kind)
         self._thread = threading.Thread(target=self._work_loop, name="mlflow-tracker", daemon=True)
@@ -506,7 +509,9 @@ class MLflowTracker:
             got = Path(client.download_artifacts(run_id, EVENTS_FILE, str(self._staging)))
             shutil.move(got, self._events_path)
         except Exception as exc:  # the old events stay in MLflow; new ones go to a new file
-            logger.warning("could not read events.jsonl of run %s back: %s", run_id, exc)
+            logger.warning(
+                "could not read events.jsonl of run %s back: %s", run_id, mask_secrets(str(exc))
+            )
 
     # Worker --------------------------------------------------------------------------------
     def _work_loop(self) -> None:
@@ -631,7 +636,9 @@ class MLflowTracker:
         if attempts == 1:
             self._failed_batches += 1
         if _is_permanent(error):
-            logger.warning("MLflow rejected a %s upload, dropped: %s", work.kind, error)
+            logger.warning(
+                "MLflow rejected a %s upload, dropped: %s", work.kind, mask_secrets(str(error))
+            )
             self._drop(work)
             return
         self._failures += 1
@@ -644,7 +651,7 @@ class MLflowTracker:
             work.kind,
             attempts,
             delay,
-            str(error).splitlines()[0][:300] if str(error) else type(error).__name__,
+            mask_secrets(str(error).splitlines()[0])[:300] if str(error) else type(error).__name__,
         )
 
     def _attempt(self, work: _Work) -> int:
@@ -729,7 +736,7 @@ class MLflowTracker:
                 "could not log the final tracking/* metrics of run %s (dropped=%d): %s",
                 self._run_id,
                 stats.dropped,
-                exc,
+                mask_secrets(str(exc)),
             )
 
     def _stats_locked(self) -> TrackerStats:
