@@ -147,6 +147,8 @@ class RunRecorder:
         return restored
 
     def _checkpoint(self) -> bytes:
+        # A run the tracker started in the background has its id only later.
+        self.mlflow_run_id = self.mlflow_run_id or getattr(self.tracker, "run_id", None)
         return dumps_state({"run": self._state(), "mlflow_run_id": self.mlflow_run_id or ""})
 
     def step(self, batch: Batch, outcomes: BatchOutcomes, probes: ProbeRound | None = None,
