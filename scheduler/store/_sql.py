@@ -278,13 +278,35 @@ class SqlStore:
         began = time.monotonic()
         warned = 0.0
         while True:
-            conn = self._engine.connect()
+            conn: Connection | None = None
             try:
+                conn = self._engine.connect()
                 if read_only:
                     conn.execution_options(**{_READ_ONLY: True})
                 return conn, conn.begin()
             except OperationalError as exc:
-                conn.close()
+                if conn is not None:
+                    conn.close()
+                if self.dialect != "sqlite" and exc.statement is None:  # server unreachable
+                    waited = time.monotonic() - began
+                    if waited >= self.lock_timeout_s:
+                        reason = " ".join(str(exc.orig).split())
+                        raise StoreError(
+                            f"cannot reach the store at {self.url} for {waited:.0f} s (limit "
+                            f"{self.lock_timeout_s:g} s): {reason}; nothing more was written: "
+                            "start the server again and resume the run (--resume)"
+                        ) from None
+                    if waited - warned >= 10.0 or not warned:
+                        warned = max(waited, 1e-9)
+                        log.warning(
+                            "the store %s is unreachable; retrying (%.0f s so far, giving up "
+                            "after %g s)",
+                            self.url,
+                            waited,
+                            self.lock_timeout_s,
+                        )
+                    time.sleep(min(1.0, max(self.lock_timeout_s - waited, 0.0)))
+                    continue
                 if "locked" not in str(exc.orig) and "busy" not in str(exc.orig):
                     raise
                 waited = time.monotonic() - began + _BUSY_SLICE_S
@@ -304,7 +326,8 @@ class SqlStore:
                         self.lock_timeout_s,
                     )
             except DatabaseError as exc:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 if not _is_corrupt(exc):
                     raise
                 raise self._corrupt(exc) from None
@@ -315,7 +338,22 @@ class SqlStore:
         try:
             yield
         except DatabaseError as exc:
-            if isinstance(exc, IntegrityError) or not _is_corrupt(exc):
+            if isinstance(exc, IntegrityError):
+                raise
+            text = str(exc.orig).lower()
+            if "disk is full" in text or "no space left" in text:
+                raise StoreError(
+                    f"the disk holding the store {self.url} is full: this write was rolled "
+                    "back and nothing committed before it is lost; free some space and "
+                    "resume the run (--resume)"
+                ) from None
+            if exc.connection_invalidated:
+                raise StoreError(
+                    f"lost the connection to the store {self.url} mid-write "
+                    f"({' '.join(str(exc.orig).split())}): this write was rolled back; "
+                    "resume the run (--resume) once the server is back"
+                ) from None
+            if not _is_corrupt(exc):
                 raise
             raise self._corrupt(exc) from None
 
@@ -898,6 +936,7 @@ def open_store(
     ``sqlite:///path.db`` (``sqlite:///`` alone means ``curriculum.db``), ``sqlite://`` in
     memory, or ``postgresql+psycopg://user@host:5432/db``. Only the newest
     ``keep_checkpoints`` checkpoints of a run are kept. A write that finds SQLite locked
-    by another process waits (saying so in the log) up to ``lock_timeout_s``.
+    by another process, or a PostgreSQL server that cannot be reached (a restart), waits
+    (saying so in the log) up to ``lock_timeout_s``, then raises StoreError.
     """
     return SqlStore(url, keep_checkpoints=keep_checkpoints, lock_timeout_s=lock_timeout_s)
