@@ -216,6 +216,7 @@ class SqlStore:
         self.url = parsed.render_as_string(hide_password=True)
         self.keep_checkpoints = keep_checkpoints
         self.lock_timeout_s = lock_timeout_s
+        self._opened = False
         self.dialect = parsed.get_backend_name()
         # In-memory SQLite is one connection shared by every thread, serialised by a lock.
         self._lock: contextlib.AbstractContextManager[Any] = (
@@ -253,6 +254,7 @@ class SqlStore:
         except BaseException:
             self._engine.dispose()
             raise
+        self._opened = True
         log.debug("opened store %s (schema was version %d)", self.url, old)
 
     # Transactions ------------------------------------------------------------------------
@@ -287,7 +289,9 @@ class SqlStore:
             except OperationalError as exc:
                 if conn is not None:
                     conn.close()
-                if self.dialect != "sqlite" and exc.statement is None:  # server unreachable
+                # A server that went away mid-run (a restart) is waited for; one that cannot
+                # be reached when the store is opened is a bad URL, reported at once.
+                if self._opened and self.dialect != "sqlite" and exc.statement is None:
                     waited = time.monotonic() - began
                     if waited >= self.lock_timeout_s:
                         reason = " ".join(str(exc.orig).split())
