@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
@@ -20,7 +21,15 @@ NASTY = [
     "&a [*a]", "'\\x00'", "\"\\u0000\"", "0x7fffffffffffffff", "0o777", "1_000_000",
     "{count: 5000000}", "{source: /etc/passwd}", "{source: ../../../etc/passwd}",
     "{source: /dev/zero}", "{source: data}", "5000000", "-1", "0", "2.5", "'x' * 3",
-    "\"" + "x" * 20000 + "\"", "[" * 300 + "]" * 300, "9" * 5000,
+    "\"" + "x" * 20000 + "\"", "[" * 600 + "]" * 600, "9" * 5000, "4611686018427387904",
+]  # fmt: skip
+NUMERIC = re.compile(
+    r"\b(count|size|tiers|version|cost_s|priority|weight|min_share|max_share)"
+    r": *[^,}\]]+"
+)
+NUMBERS = [
+    "9223372036854775808", "4611686018427387904", "-9223372036854775809", "5000000", "1e400",
+    ".nan", "true", "-1", "0", "9" * 5000, "[" * 600 + "]" * 600,
 ]  # fmt: skip
 TIME_BOUND_S = 5.0
 
@@ -31,9 +40,15 @@ def mutations(draw: st.DrawFn) -> tuple[str, str]:
     lines = (EXAMPLES / name).read_text(encoding="utf-8").splitlines()
     for _ in range(draw(st.integers(1, 4))):
         i = draw(st.integers(0, len(lines) - 1))
-        kind = draw(st.sampled_from(["value", "delete", "duplicate", "indent", "bytes"]))
+        kind = draw(st.sampled_from(["number", "value", "delete", "duplicate", "indent", "bytes"]))
+        if kind == "number":  # aim at a numeric field, where overflows and bounds live
+            numeric = [j for j, ln in enumerate(lines) if NUMERIC.search(ln)]
+            i = draw(st.sampled_from(numeric)) if numeric else i
         line = lines[i]
-        if kind == "value" and ":" in line:
+        if kind == "number" and NUMERIC.search(line):
+            nasty = draw(st.sampled_from(NUMBERS))
+            lines[i] = NUMERIC.sub(lambda m, v=nasty: f"{m[1]}: {v}", line, count=1)
+        elif kind == "value" and ":" in line:
             key = line.split(":", 1)[0]
             lines[i] = f"{key}: {draw(st.sampled_from(NASTY))}"
         elif kind == "delete":
@@ -51,7 +66,7 @@ def mutations(draw: st.DrawFn) -> tuple[str, str]:
     return name, "\n".join(lines) + "\n"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(mutations())
 def test_a_mutated_manifest_loads_or_raises_manifest_error_within_the_bound(
     case: tuple[str, str],
