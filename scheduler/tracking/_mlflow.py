@@ -48,7 +48,7 @@ MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
 MAX_PARAMS_PER_BATCH = 100
 MAX_TAG_VALUE_LENGTH = 8000
 # MLflow error codes that a retry cannot fix: the batch is dropped (and counted) instead.
-_HTTP_START_WAIT_S = 5.0  # how long start() waits for a tracking server to create the run
+_HTTP_START_WAIT_S = 10.0  # how long start() waits for a tracking server to create the run
 _PERMANENT_ERRORS = frozenset(
     {"INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "INVALID_STATE", "BAD_REQUEST"}
 )
@@ -212,6 +212,8 @@ class MLflowTracker:
         if self._thread is not None:
             raise TrackingError(f"tracker already started run {self._run_id or '(starting)'}")
         prepare_environment(self.tracking_uri)
+        import mlflow  # noqa: F401  (seconds of import here, so start_wait_s is network time)
+
         flat = flatten_params(params)
         for pkg, version in package_versions().items():
             flat.setdefault(f"versions.{pkg}", version)
