@@ -27,6 +27,7 @@ from domains import load_catalog
 from ._batch import Batch
 from ._probes import ProbeRound
 from ._recorder import RecordingConfig, RunRecorder
+from ._redact import mask_url
 from ._settings import Settings
 from ._simulate import RunSummary, SimulationRun, run_simulation
 from .backends import BatchOutcomes
@@ -93,7 +94,7 @@ def _table(main: RunSummary, base: RunSummary | None) -> Table:
 def _open_store(settings: Settings, args: argparse.Namespace, err: Console) -> Store | None:
     if args.no_store:
         return None
-    return open_store(settings.db)
+    return open_store(settings.db, lock_timeout_s=settings.store_lock_timeout_s)
 
 
 def _tracker(settings: Settings, args: argparse.Namespace, err: Console) -> Tracker:
@@ -113,9 +114,20 @@ def _run_name(settings: Settings, store: Store | None, resume: bool) -> str:
     return time.strftime("sim-%Y%m%d-%H%M%S")
 
 
+def mlflow_line(run_id: str, tracking_uri: str) -> str:
+    """Where the run is in MLflow and how to open it; the URI's password masked."""
+    uri = mask_url(tracking_uri)
+    how = (
+        f"open {uri}"
+        if uri.startswith(("http://", "https://"))
+        else f"curriculum ui --tracking-uri {uri}"
+    )
+    return f"MLflow run {run_id} in {uri} ({how})"
+
+
 def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
     settings = settings_from_args(args)
-    catalog = load_catalog(*settings.domains)
+    catalog = load_catalog(*settings.domains, sources=settings.source_policy())
     settings.scheduler_config()  # surface config errors before anything is created
     roles = [("main", settings.policy)]
     if not args.no_baseline:
@@ -205,16 +217,11 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
     rec = results[0].recorder
     if store is not None:
         out.print(
-            f"run {rec.run_name!r} stored in {settings.db} (curriculum report {rec.run_name})"
+            f"run {rec.run_name!r} stored in {mask_url(settings.db)} "
+            f"(curriculum report {rec.run_name})"
         )
     if rec.mlflow_run_id:
-        uri = settings.tracking_uri
-        how = (
-            f"open {uri}"
-            if uri.startswith(("http://", "https://"))
-            else f"curriculum ui --tracking-uri {uri}"
-        )
-        out.print(f"MLflow run {rec.mlflow_run_id} in {uri} ({how})")
+        out.print(mlflow_line(rec.mlflow_run_id, settings.tracking_uri))
     per_step = 1000 / max(main.steps, 1)
     out.print(
         f"recording on the training thread: {rec.overhead_s * per_step:.2f} ms/step "

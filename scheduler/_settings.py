@@ -13,6 +13,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from domains import MAX_FILE_BYTES, SourcePolicy
 from policies import TierConfig
 
 from ._breakers import BreakerConfig
@@ -84,6 +85,16 @@ class Settings(BaseSettings):
     run_name: str | None = None
     simulator: dict[str, Any] = Field(default_factory=dict)  # SimulatedLearnerConfig fields
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    # A manifest's JSONL `source:` must lie under the manifest's root unless this is true.
+    manifest_sources_anywhere: bool = False
+    manifest_max_bytes: int = Field(MAX_FILE_BYTES, ge=1)  # cap on every manifest/data file
+    store_lock_timeout_s: float = Field(60.0, gt=0)  # give up on a locked SQLite store
+
+    def source_policy(self) -> SourcePolicy:
+        """Which files manifests may read, for ``load_catalog(..., sources=...)``."""
+        return SourcePolicy(
+            allow_outside_root=self.manifest_sources_anywhere, max_bytes=self.manifest_max_bytes
+        )
 
     def scheduler_config(self) -> SchedulerConfig:
         """The SchedulerConfig these settings describe; ConfigError names a bad field."""

@@ -17,10 +17,14 @@ from rich.console import Console
 
 from domains import CurriculumError, ManifestError
 
+from ._redact import RedactingFilter, mask_secrets
+
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# soft_wrap: a line is never broken by the console (at 80 columns when not a terminal):
+# `file:line:col: field: message` stays one line that tools and grep can read.
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,8 +37,11 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_validate(args: argparse.Namespace) -> int:
     from domains import build_catalog, load_manifests, thin_probe_notes
 
+    from ._settings import Settings
+
+    sources = Settings.load(args.config).source_policy()
     try:
-        manifests = load_manifests(*args.paths)
+        manifests = load_manifests(*args.paths, sources=sources)
         catalog = build_catalog(manifests)
     except ManifestError as exc:
         files = {p.file for p in exc.problems}
@@ -80,12 +87,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
+    from ._redact import mask_url
     from ._settings import Settings
     from .tracking import start_ui_server
 
     uri = args.tracking_uri or Settings.load(args.config).tracking_uri
     server = start_ui_server(uri, port=args.port)
-    out.print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C to stop)")
+    out.print(f"MLflow UI for {mask_url(uri)}: {server.url}  (Ctrl-C to stop)")
     try:
         server.process.wait()
     except KeyboardInterrupt:
@@ -102,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check domain manifests and print a summary")
     p.add_argument("paths", nargs="+", help="manifest files, directories or globs")
+    p.add_argument("--config", help="settings YAML (which data files manifests may read)")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("schema", help="print the JSON Schema of a manifest file")
@@ -143,10 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # no log line shows a password
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     try:
         code: int = args.func(args)
     except CurriculumError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {mask_secrets(str(exc))}", markup=False)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -155,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         err.print(
-            f"error: unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            f"error: unexpected {type(exc).__name__}: {mask_secrets(str(exc))} "
+            "(run with --debug for the traceback)",
             markup=False,
         )
         return EXIT_ERROR
