@@ -5,6 +5,7 @@ from ._build import build_catalog, load_catalog
 from ._catalog import Catalog, VariantPool
 from ._checks import canonical_hash
 from ._errors import CurriculumError, ManifestError, Problem
+from ._files import MAX_FILE_BYTES, SourcePolicy
 from ._loader import LoadedManifest, ResolvedFamily, load_manifests
 from ._schema import (
     DomainSpec,
@@ -18,6 +19,7 @@ from ._schema import (
 )
 
 __all__ = [
+    "MAX_FILE_BYTES",
     "MIN_PROBE_ITEMS",
     "Catalog",
     "CurriculumError",
@@ -30,6 +32,7 @@ __all__ = [
     "Problem",
     "QuotaSpec",
     "ResolvedFamily",
+    "SourcePolicy",
     "VariantPool",
     "VariantsCount",
     "VariantsFile",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._catalog import Catalog, VariantPool
+from ._files import SourcePolicy
 from ._loader import LoadedManifest, load_manifests
 
 
@@ -52,6 +53,6 @@ def build_catalog(manifests: Sequence[LoadedManifest]) -> Catalog:
     )
 
 
-def load_catalog(*paths: str | os.PathLike[str]) -> Catalog:
+def load_catalog(*paths: str | os.PathLike[str], sources: SourcePolicy | None = None) -> Catalog:
     """Load manifests (files, directories or globs) into a Catalog, or raise ManifestError."""
-    return build_catalog(load_manifests(*paths))
+    return build_catalog(load_manifests(*paths, sources=sources))

@@ -174,8 +174,9 @@ class Catalog:
             "tiers": int(self.n_tiers.sum()),
             "min_share_sum": float(self.domain_min_share.sum()),
             "max_share_sum": float(np.minimum(self.domain_max_share, 1.0).sum()),
-            "variants": int(self.pool_size.sum()),
-            "probe_items": int(self.probe_size.sum()),
+            # Python ints: an int64 sum of many large pools would wrap around silently.
+            "variants": sum(self.pool_size.tolist()),
+            "probe_items": sum(self.probe_size.tolist()),
         }
 
     # Construction for tests and benchmarks -------------------------------------------------

@@ -40,10 +40,24 @@ class NamedAt:
     where: Where
 
 
+def _canonical(value: Any) -> Any:
+    """JSON-equal values alike: 2 and 2.0 are one number, key order is ignored."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
 def canonical_hash(item: Mapping[str, Any], tier_field: str = "tier") -> str:
-    """The identity of a variant regardless of key order and of the tier it is placed in."""
-    body = {k: v for k, v in item.items() if k != tier_field}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    """The identity of a variant regardless of key order and of the tier it is placed in.
+
+    Both the family's tier field and the default ``tier`` key are left out, so an item is
+    the same whichever of the two places it in a tier."""
+    body = {k: v for k, v in item.items() if k not in (tier_field, "tier")}
+    text = json.dumps(_canonical(body), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -123,7 +137,7 @@ def overlap_problems(
         trained.setdefault(canonical_hash(item, tier_field), where)
     problems = []
     for i, (item, where) in enumerate(probe):
-        hit = trained.get(canonical_hash(item))
+        hit = trained.get(canonical_hash(item, tier_field))
         if hit is not None:
             problems.append(
                 where.problem(

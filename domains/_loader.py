@@ -28,6 +28,7 @@ from ._checks import (
     quota_problems,
 )
 from ._errors import ManifestError, Problem
+from ._files import FileRefused, SourcePolicy, inside, line_col, read_bounded, stat_problem
 from ._messages import validation_problems
 from ._schema import (
     DEFAULT_TIER_FIELD,
@@ -70,28 +71,55 @@ class LoadedManifest:
     data_files: Mapping[str, str] = field(default_factory=dict)  # JSONL file -> sha256
 
 
-def manifest_files(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[str], list[Problem]]:
-    """Expand files, directories (recursive, sorted) and globs into manifest files."""
+def _directory_files(path: Path, problems: list[Problem]) -> list[str]:
+    """Manifests under a directory; links that cannot be followed are reported, not skipped."""
+    found = []
+    for p in sorted(path.rglob("*")):
+        if p.is_symlink():
+            why = stat_problem(p)
+            if why is not None and (p.suffix in _SUFFIXES or "loop" in why):
+                problems.append(Problem(str(p), 0, 0, "", why))
+                continue
+        if p.suffix in _SUFFIXES and p.is_file():
+            found.append(str(p))
+    return found
+
+
+def manifest_files(
+    paths: Sequence[str | os.PathLike[str]],
+) -> tuple[list[str], list[Problem], dict[str, Path]]:
+    """Expand files, directories (recursive, sorted) and globs into manifest files.
+
+    Also gives each file its root: the directory it was found under, or its own directory
+    when named directly. JSONL sources are confined to the root (see ``SourcePolicy``).
+    """
     files: list[str] = []
-    problems = []
+    roots: dict[str, Path] = {}
+    problems: list[Problem] = []
     for raw in paths:
         text = os.fspath(raw)
         path = Path(text)
+        root: Path | None = None
         if path.is_dir():
-            found = sorted(str(p) for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
-            if not found:
+            n_before = len(problems)
+            found = _directory_files(path, problems)
+            root = path
+            if not found and len(problems) == n_before:
                 problems.append(Problem(text, 0, 0, "", "directory holds no *.yaml or *.yml files"))
-        elif path.is_file():
-            found = [text]
+        elif path.exists():
+            found = [text]  # not a regular file: _load_file says what it is
         elif glob.has_magic(text):
             found = sorted(p for p in glob.glob(text, recursive=True) if Path(p).is_file())
             if not found:
                 problems.append(Problem(text, 0, 0, "", "pattern matches no files"))
         else:
             found = []
-            problems.append(Problem(text, 0, 0, "", "no such file or directory"))
-        files.extend(f for f in found if f not in files)
-    return files, problems
+            problems.append(Problem(text, 0, 0, "", stat_problem(text) or "cannot read"))
+        for f in found:
+            if f not in roots:
+                files.append(f)
+                roots[f] = root if root is not None else Path(f).parent
+    return files, problems, roots
 
 
 def where_in(file: str, positions: Mapping[FieldPath, tuple[int, int]], path: FieldPath) -> Where:
@@ -103,11 +131,20 @@ def where_in(file: str, positions: Mapping[FieldPath, tuple[int, int]], path: Fi
 class _FileLoader:
     """Resolves one validated manifest: JSONL pools, probe pools, positions of everything."""
 
-    def __init__(self, path: str, positions: Mapping[FieldPath, tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        path: str,
+        positions: Mapping[FieldPath, tuple[int, int]],
+        root: Path,
+        policy: SourcePolicy,
+    ) -> None:
         self.path = path
         self.positions = positions
+        self.root = root
+        self.policy = policy
         self.problems: list[Problem] = []
         self.data_files: dict[str, str] = {}
+        self.data_paths: dict[str, str] = {}  # field path of a source -> the file read
 
     def where(self, path: FieldPath) -> Where:
         return where_in(self.path, self.positions, path)
@@ -118,26 +155,48 @@ class _FileLoader:
         """The items of a JSONL file next to the manifest, each with its file:line, or None."""
         file = Path(self.path).parent / source
         shown = os.path.normpath(file)
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            reason = "file not found" if isinstance(exc, FileNotFoundError) else str(exc)
+        where = self.where((*at, "source"))
+        if not self.policy.allow_outside_root and not inside(file, self.root):
             self.problems.append(
-                self.where((*at, "source")).problem(
+                where.problem(
+                    f"{source} is outside the manifest root {os.path.normpath(self.root)}; "
+                    "keep data files under it (or allow it in the settings: "
+                    "manifest_sources_anywhere)"
+                )
+            )
+            return None
+        try:
+            data = read_bounded(file, self.policy.max_bytes)
+        except FileRefused as exc:
+            reason = "file not found" if str(exc) == "no such file or directory" else str(exc)
+            self.problems.append(
+                where.problem(
                     f"{reason}: {source} (resolved against the manifest's directory: {shown})"
                 )
             )
             return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad_line, bad_col = line_col(data, exc.start)
+            msg = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+            self.problems.append(Problem(shown, bad_line, bad_col, format_path(at), msg))
+            return None
         self.data_files[shown] = hashlib.sha256(data).hexdigest()
+        self.data_paths[format_path(at)] = shown
         items: Located = []
         field_text = format_path(at)
         key = json.dumps(tier_field) if tier_field else None
         n_problems = len(self.problems)
-        for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
+            except RecursionError:
+                msg = "invalid JSON: nested too deeply"
+                self.problems.append(Problem(shown, lineno, 1, field_text, msg))
+                continue
             except json.JSONDecodeError as exc:
                 self.problems.append(
                     Problem(shown, lineno, exc.colno, field_text, f"invalid JSON: {exc.msg}")
@@ -195,11 +254,30 @@ class _FileLoader:
                 probe = VariantPool(size=fam.probe.size)
             elif fam.probe.source is not None:
                 probe_items = self.read_jsonl(fam.probe.source, (*at, "probe")) or []
+                self._same_file(at)
             if probe_items:
                 probe = VariantPool(len(probe_items), tuple(item for item, _ in probe_items))
         name_key = "name" if (*at, "name") in self.positions else "task_family"
         resolved = ResolvedFamily(domain, fam, pools, probe, self.where((*at, name_key)))
         return resolved, training, probe_items, tier_field
+
+    def _same_file(self, at: FieldPath) -> None:
+        """The probe file must not be the training file (under any name or link)."""
+        train = self.data_paths.get(format_path((*at, "variants")))
+        probe = self.data_paths.get(format_path((*at, "probe")))
+        if train is None or probe is None:
+            return
+        try:
+            same = os.path.samefile(train, probe)
+        except OSError:
+            same = False
+        if same:
+            self.problems.append(
+                self.where((*at, "probe", "source")).problem(
+                    f"the probe file {probe} is the training file {train}; probe items must "
+                    "be held out: give the probe its own file"
+                )
+            )
 
     def _split(
         self,
@@ -232,17 +310,33 @@ class _FileLoader:
         )
 
 
-def _load_file(path: str, problems: list[Problem]) -> LoadedManifest | None:
+def _load_file(
+    path: str, root: Path, policy: SourcePolicy, problems: list[Problem]
+) -> LoadedManifest | None:
+    """One file's problems go to ``problems``; a failure this code did not foresee becomes
+    a problem of the file too, never an exception out of the loader."""
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        problems.append(Problem(path, 0, 0, "", f"cannot read: {exc.strerror or exc}"))
+        return _load_checked(path, root, policy, problems)
+    except (RecursionError, OverflowError, MemoryError, ValueError) as exc:
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        problems.append(Problem(path, 0, 0, "", f"cannot be checked: {what}"))
+        return None
+
+
+def _load_checked(
+    path: str, root: Path, policy: SourcePolicy, problems: list[Problem]
+) -> LoadedManifest | None:
+    try:
+        raw = read_bounded(path, policy.max_bytes)
+    except FileRefused as exc:
+        problems.append(Problem(path, 0, 0, "", str(exc)))
         return None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        line, col = line_col(raw, exc.start)
         msg = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
-        problems.append(Problem(path, 0, 0, "", msg))
+        problems.append(Problem(path, line, col, "", msg))
         return None
     parsed = parse_yaml(text, path)
     problems.extend(parsed.problems)
@@ -260,7 +354,7 @@ def _load_file(path: str, problems: list[Problem]) -> LoadedManifest | None:
         return None
     if parsed.problems:
         return None
-    loader = _FileLoader(path, parsed.positions)
+    loader = _FileLoader(path, parsed.positions, root, policy)
     families = []
     for d, domain in enumerate(spec.domains):
         for f, fam in enumerate(domain.families):
@@ -306,14 +400,19 @@ def _cross_file_problems(manifests: Sequence[LoadedManifest], complete: bool) ->
     return problems
 
 
-def load_manifests(*paths: str | os.PathLike[str]) -> list[LoadedManifest]:
-    """Load, validate and cross-check manifests; raise ManifestError with every problem."""
-    files, problems = manifest_files(paths)
+def load_manifests(
+    *paths: str | os.PathLike[str], sources: SourcePolicy | None = None
+) -> list[LoadedManifest]:
+    """Load, validate and cross-check manifests; raise ManifestError with every problem.
+
+    ``sources`` says which files a manifest may read (default: under its root, capped)."""
+    policy = sources or SourcePolicy()
+    files, problems, roots = manifest_files(paths)
     if not paths:
         problems.append(Problem("", 0, 0, "", "no manifest paths given"))
     manifests = []
     for path in files:
-        loaded = _load_file(path, problems)
+        loaded = _load_file(path, roots[path], policy, problems)
         if loaded is not None:
             manifests.append(loaded)
     problems.extend(_cross_file_problems(manifests, complete=not problems))

@@ -18,6 +18,7 @@ from pydantic import (
     AfterValidator,
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -30,6 +31,15 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
 DEFAULT_TIER_FIELD = "tier"
+# Upper bounds on every number and list: a typo (an extra 000) is an error, not a 15 s,
+# 1 GB load, and no count can overflow the int64 arrays of the Catalog.
+MAX_TIERS = 64
+MAX_POOL = 2**40  # variants per tier, probe items per family
+MAX_COST_S = 1e7  # seconds per episode (about four months)
+MAX_FACTOR = 1e6  # priorities and static weights
+MAX_REWARD = 1e12  # |low|, |high| of a reward range
+MAX_TEXT = 10_000  # characters of a description or other free text
+MAX_LIST = 10_000  # tools, tags, domains in a file, families in a domain
 
 
 def custom_error(message: str) -> PydanticCustomError:
@@ -106,18 +116,28 @@ def _bounded(
 
 
 _SHARE = _bounded(0.0, 1.0)
-_POSITIVE = _bounded(0.0, None, lo_open=True)
-_NON_NEGATIVE = _bounded(0.0, None)
+_POSITIVE = _bounded(0.0, MAX_FACTOR, lo_open=True)
+_NON_NEGATIVE = _bounded(0.0, MAX_FACTOR)
+_COST = _bounded(0.0, MAX_COST_S, lo_open=True)
+_REWARD = _bounded(-MAX_REWARD, MAX_REWARD)
 _CHANCE = _bounded(0.0, 1.0, hi_open=True)
 _CAP = _bounded(0.0, 1.0, lo_open=True)
 Share = Annotated[float, Strict(), _SHARE[0], _SHARE[1]]
 Positive = Annotated[float, Strict(), _POSITIVE[0], _POSITIVE[1]]
+Cost = Annotated[float, Strict(), _COST[0], _COST[1]]
+Reward = Annotated[float, Strict(), _REWARD[0], _REWARD[1]]
 NonNegative = Annotated[float, Strict(), _NON_NEGATIVE[0], _NON_NEGATIVE[1]]
 Chance = Annotated[float, Strict(), _CHANCE[0], _CHANCE[1]]
 Cap = Annotated[float, Strict(), _CAP[0], _CAP[1]]
 Name = Annotated[str, Strict(), Field(pattern=NAME_PATTERN, max_length=200)]
 StrictInt = Annotated[int, Strict()]
 StrictFloat = Annotated[float, Strict()]
+Text = Annotated[str, Strict(), Field(max_length=MAX_TEXT)]
+Word = Annotated[str, Strict(), MinLen(1), Field(max_length=1000)]
+Words = Annotated[
+    list[Annotated[str, Strict(), Field(max_length=1000)]], Field(max_length=MAX_LIST)
+]
+PoolSize = Annotated[StrictInt, Field(ge=1, le=MAX_POOL)]
 Item = dict[str, Any]
 
 
@@ -154,10 +174,8 @@ class QuotaSpec(_Strict):
 class VariantsFile(_Strict):
     """Variants read from a JSONL file next to the manifest, one JSON object per line."""
 
-    source: Annotated[str, Strict(), MinLen(1)] = Field(
-        description="Path of a .jsonl file, relative to the manifest file."
-    )
-    tier_field: Annotated[str, Strict(), MinLen(1)] = Field(
+    source: Word = Field(description="Path of a .jsonl file, relative to the manifest file.")
+    tier_field: Word = Field(
         DEFAULT_TIER_FIELD, description="Key that places an item in one tier (index or name)."
     )
 
@@ -172,8 +190,8 @@ class VariantsCount(_Strict):
     """A pool declared by size only: the environment materialises variant i from its id."""
 
     count: Annotated[
-        Annotated[StrictInt, Field(ge=1), Tag("int")]
-        | Annotated[list[Annotated[StrictInt, Field(ge=1)]], Tag("list")],
+        Annotated[PoolSize, Tag("int")]
+        | Annotated[list[PoolSize], Field(max_length=MAX_TIERS), Tag("list")],
         Discriminator(
             _count_kind,
             custom_error_type="manifest",
@@ -221,9 +239,13 @@ def _unique(names: list[str]) -> list[str]:
 
 
 Tiers = Annotated[
-    Annotated[StrictInt, Field(ge=1), Tag("count")]
+    Annotated[StrictInt, Field(ge=1, le=MAX_TIERS), Tag("count")]
     | Annotated[
-        list[Annotated[str, Strict(), MinLen(1)]], MinLen(1), AfterValidator(_unique), Tag("names")
+        list[Annotated[str, Strict(), MinLen(1), Field(max_length=200)]],
+        MinLen(1),
+        Field(max_length=MAX_TIERS),
+        AfterValidator(_unique),
+        Tag("names"),
     ],
     Discriminator(
         _tiers_kind,
@@ -239,10 +261,10 @@ class ProbeSpec(_Strict):
     items: Annotated[list[Item], MinLen(1)] | None = Field(
         None, description="Held-out items, inline."
     )
-    size: Annotated[StrictInt, Field(ge=0)] | None = Field(
+    size: Annotated[StrictInt, Field(ge=0, le=MAX_POOL)] | None = Field(
         None, description="Number of held-out items the probe function draws from."
     )
-    source: Annotated[str, Strict(), MinLen(1)] | None = Field(
+    source: Word | None = Field(
         None,
         description="With size: a free-form description. Alone: a JSONL file of held-out items.",
     )
@@ -313,14 +335,10 @@ class FamilySpec(_Strict):
         validation_alias=AliasChoices("name", "task_family"),
         description="Globally unique family name (also accepted as task_family).",
     )
-    description: Annotated[str, Strict()] = ""
-    environment: Annotated[str, Strict(), MinLen(1)] = Field(
-        description="Environment the episodes run in."
-    )
-    tools: list[Annotated[str, Strict()]] = Field(default_factory=list)
-    verification: Annotated[str, Strict(), MinLen(1)] = Field(
-        description="How an episode is verified (the reward's source)."
-    )
+    description: Text = ""
+    environment: Word = Field(description="Environment the episodes run in.")
+    tools: Words = Field(default_factory=list)
+    verification: Word = Field(description="How an episode is verified (the reward's source).")
     tiers: Tiers = Field(1, description="Number of tiers (named t0..tN-1) or a list of names.")
     tier_mode: Literal["ladder", "separate"] = Field(
         "ladder",
@@ -332,15 +350,15 @@ class FamilySpec(_Strict):
     )
     variants: Variants = Field(description="Inline items, {source: f.jsonl} or {count: N}.")
     probe: ProbeSpec | None = Field(None, description="Held-out probe set; none by default.")
-    cost_s: Positive = Field(1.0, description="Estimated seconds per episode.")
-    reward_range: tuple[StrictFloat, StrictFloat] = Field(
+    cost_s: Cost = Field(1.0, description="Estimated seconds per episode.")
+    reward_range: tuple[Reward, Reward] = Field(
         (0.0, 1.0), description="[low, high] of the rewards the verifier returns."
     )
     chance_success: Chance = Field(0.0, description="Success rate of a random policy.")
     max_share: Cap = Field(1.0, description="Cap on the family's share of samples.")
     weight: NonNegative = Field(1.0, description="Static sampling weight.")
     priority: Positive = 1.0
-    tags: list[Annotated[str, Strict()]] = Field(default_factory=list)
+    tags: Words = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -399,11 +417,11 @@ class DomainSpec(_Strict):
     """A group of families with a shared quota."""
 
     name: Name = Field(description="Domain name, unique across all manifests.")
-    description: Annotated[str, Strict()] = ""
+    description: Text = ""
     quota: QuotaSpec | None = Field(None, description="Min/max share of the samples or compute.")
     priority: Positive = 1.0
-    tags: list[Annotated[str, Strict()]] = Field(default_factory=list)
-    families: Annotated[list[FamilySpec], MinLen(1)]
+    tags: Words = Field(default_factory=list)
+    families: Annotated[list[FamilySpec], MinLen(1), Field(max_length=MAX_LIST)]
 
     @property
     def min_share(self) -> float:
@@ -414,13 +432,20 @@ class DomainSpec(_Strict):
         return 1.0 if self.quota is None else self.quota.max_share
 
 
+def _version(value: Any) -> Any:
+    """``true`` equals 1 in Python; a version must be the integer itself."""
+    if type(value) is not int:
+        raise custom_error(f"must be 1 (the manifest format version), got {show(value)}")
+    return value
+
+
 class ManifestSpec(_Strict):
     """One manifest file: a list of domains."""
 
     model_config = ConfigDict(title="Curriculum domain manifest")
 
-    version: Literal[1] = 1
-    domains: Annotated[list[DomainSpec], MinLen(1)]
+    version: Annotated[Literal[1], BeforeValidator(_version)] = 1
+    domains: Annotated[list[DomainSpec], MinLen(1), Field(max_length=MAX_LIST)]
 
 
 # Which keys each model accepts, for "unknown key" messages.

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from ._errors import Problem
+from ._files import line_col
 from ._schema import show
 
 FieldPath = tuple[str | int, ...]
@@ -24,6 +25,7 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAX_NODES = 1_000_000  # alias expansion guard ("billion laughs")
+MAX_DEPTH = 64  # nesting of mappings and lists; PyYAML's composer recurses per level
 
 
 def format_path(path: FieldPath) -> str:
@@ -75,6 +77,9 @@ class _Builder:
         self._count += 1
         if self._count > _MAX_NODES:
             raise _TooLarge
+        if len(path) > MAX_DEPTH and not isinstance(node, yaml.ScalarNode):
+            self.problem(node.start_mark, path, f"nested more than {MAX_DEPTH} levels deep")
+            return None
         if id(node) in self._active:
             self.problem(node.start_mark, path, "recursive alias; a value cannot contain itself")
             return None
@@ -99,6 +104,9 @@ class _Builder:
             value = self._scalars.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
             self.problem(node.start_mark, path, f"unsupported YAML value: {exc.problem}")
+            return None
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            self.problem(node.start_mark, path, f"unsupported YAML value: {exc}")
             return None
         if isinstance(value, dt.date | bytes):  # keep data JSON-like: the text as written
             return str(node.value)
@@ -161,11 +169,40 @@ class _TooLarge(Exception):
     pass
 
 
+def _too_deep(text: str) -> Any:
+    """Where the nesting first passes MAX_DEPTH, from the event stream (no recursion)."""
+    depth = 0
+    try:
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(ev, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return ev.start_mark
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
+
+
 def parse_yaml(text: str, file: str) -> ParsedYaml:
     """Parse one YAML document with safe semantics, keeping positions and every problem."""
     builder = _Builder(file)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        mark = _too_deep(text)
+        line, col = _pos(mark) if mark is not None else (0, 0)
+        msg = f"YAML nested more than {MAX_DEPTH} levels deep"
+        builder.result.problems.append(Problem(file, line, col, "", msg))
+        return builder.result
+    except yaml.reader.ReaderError as exc:  # a NUL byte or another forbidden character
+        line, col = line_col(text, exc.position)
+        char = exc.character
+        code = ord(char) if isinstance(char, str) else char if isinstance(char, int) else 0
+        msg = f"YAML error: unacceptable character #x{code:04x}"
+        builder.result.problems.append(Problem(file, line, col, "", msg))
+        return builder.result
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = _pos(mark) if mark is not None else (0, 0)

@@ -11,6 +11,7 @@ send a share to a tier the family has left and forgotten (``review_share``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,6 +280,49 @@ class TierController:
             "taught": self.taught.copy(),
             "innate": self.innate_latch.copy(),
         }
+
+    def check_state(self, state: Any) -> list[str]:
+        """Problems with ``state`` as this controller's state (pure: nothing is applied).
+        Driven by ``state_dict()``: every array it returns must be there with its shape and
+        dtype kind (or be one that ``load_state_dict`` fills for an older state), floats that
+        start finite stay finite, counts are >= 0, tiers in range."""
+        if not isinstance(state, Mapping):
+            return [f"tiers: must be a mapping, got {type(state).__name__}"]
+        problems: list[str] = []
+        fresh = TierController(self._catalog, self.config).state_dict()
+        for name in [name for name in fresh if name not in state]:
+            try:  # a field load_state_dict fills for older states (taught, innate) may be absent
+                kept = {k: v for k, v in fresh.items() if k != name}
+                TierController(self._catalog, self.config).load_state_dict(kept)
+            except (KeyError, ValueError, TypeError):
+                problems.append(f"tiers.{name}: missing")
+        kinds = {"b": "b", "i": "iu", "f": "fiu"}
+        for name, want in fresh.items():
+            if name not in state:
+                continue
+            value = np.asarray(state[name]) if isinstance(state[name], np.ndarray | list) else None
+            if value is None or value.dtype.kind not in kinds.get(want.dtype.kind, "?"):
+                got = type(state[name]).__name__ if value is None else str(value.dtype)
+                problems.append(f"tiers.{name}: must be an array of {want.dtype}, got {got}")
+                continue
+            if value.shape != want.shape:
+                problems.append(f"tiers.{name}: expected shape {want.shape}, got {value.shape}")
+                continue
+            bad = np.zeros(value.shape, dtype=bool)
+            if want.dtype.kind == "f" and np.isfinite(want).all():
+                bad = ~np.isfinite(value)
+            if name in ("trials", "successes", "taught"):
+                bad |= value < 0
+            if name == "tier":
+                bad = (value < 0) | (value >= self._catalog.n_tiers)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                counts = name in ("trials", "successes", "taught")
+                rule = "must be finite" + (" and >= 0" if counts else "")
+                if name == "tier":
+                    rule = f"must be in [0, {self._catalog.n_tiers[i]})"
+                problems.append(f"tiers.{name}: {rule}, got {value[i].item()!r} at [{i}]")
+        return problems
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a saved state. One saved before ``taught`` and ``innate`` existed counts

@@ -53,6 +53,8 @@ class Batch:
     variant: npt.NDArray[np.int64]  # [n]
     catalog: Catalog
     attempt: npt.NDArray[np.int64] | None = None  # [n], 0 for a fresh task, k for its k-th retry
+    # the drawing scheduler's random token: a report to any other scheduler is refused
+    token: int = 0
 
     def __len__(self) -> int:
         return int(self.arm.shape[0])

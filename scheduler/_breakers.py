@@ -36,6 +36,7 @@ from domains import Catalog
 from ._batch import Status
 from ._errors import ConfigError
 from ._events import Event
+from ._statecheck import compare, non_negative, rule
 from ._variants import occurrence_rank
 
 log = logging.getLogger(__name__)
@@ -238,16 +239,38 @@ class CircuitBreakers:
         out.update({name: getattr(self, name).copy() for name in _ARRAYS})
         return out
 
+    def check_state(self, state: Any, where: str = "breakers") -> list[str]:
+        """Problems with ``state`` as these breakers' state (pure: nothing is applied): the
+        same config, every array of ``state_dict()`` with its shape, values in range."""
+        if not isinstance(state, Mapping) or not isinstance(state.get("config"), Mapping):
+            return [f"{where}.config: missing"]
+        theirs = dict(state["config"])
+        if isinstance(theirs.get("fault_statuses"), list):
+            theirs["fault_statuses"] = tuple(theirs["fault_statuses"])
+        mine = asdict(self.config)
+        if theirs != mine:
+            return [f"{where} were saved with config {theirs!r}, this run uses {mine!r}"]
+        problems = compare(self.state_dict(), state, where)
+        if problems:
+            return problems
+        st = np.asarray(state["state"])
+        rule(problems, f"{where}.state", st, (st < CLOSED) | (st > HALF_OPEN), "must be 0, 1 or 2")
+        counts = ("probe_streak", "failed_streak", "ring_cursor", "ring_filled", "half_open_ok")
+        non_negative(problems, state, (*counts, "trips"), where)
+        filled = np.asarray(state["ring_filled"])
+        window = self.config.fault_window
+        rule(problems, f"{where}.ring_filled", filled, filled > window, f"must be <= {window}")
+        cooldown = np.asarray(state["cooldown"])
+        rule(problems, f"{where}.cooldown", cooldown, cooldown < 1, "must be >= 1")
+        opened = np.asarray(state["opened_at"])
+        rule(problems, f"{where}.opened_at", opened, opened < -1, "must be a step >= -1")
+        return problems
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore exactly; raises ConfigError on a state of another shape or config."""
-        mine = asdict(self.config)
-        theirs = dict(state.get("config", {}))
-        if "fault_statuses" in theirs:
-            theirs["fault_statuses"] = tuple(theirs["fault_statuses"])
-        if theirs != mine:
-            raise ConfigError(
-                f"checkpoint: breakers were saved with config {theirs!r}, this run uses {mine!r}"
-            )
+        problems = self.check_state(state)
+        if problems:
+            raise ConfigError("checkpoint: " + "; ".join(problems))
         loaded: dict[str, np.ndarray] = {}
         for name in _ARRAYS:
             mine_arr: np.ndarray = getattr(self, name)

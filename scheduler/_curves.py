@@ -20,6 +20,7 @@ from domains import Catalog, CurriculumError
 from policies import binomial_interval
 
 from ._errors import ConfigError, ReportError
+from ._statecheck import compare, finite_like, non_negative, rule
 from ._variants import occurrence_rank
 
 IntArray = npt.NDArray[np.int64]
@@ -563,6 +564,43 @@ class ProbeCurves:
         }
         state.update({name.lstrip("_"): getattr(self, name).copy() for name in self._ARRAYS})
         return state
+
+    def check_state(self, state: Any, where: str = "curves") -> list[str]:
+        """Problems with ``state`` as these curves' state (pure: nothing is applied): the
+        structure of ``state_dict()``, floats finite where a fresh object's are, scores in
+        [0, 1] (or NaN: none yet), counts >= 0."""
+        problems = compare(self.state_dict(), state, where)
+        if problems:
+            return problems
+        for key, want in (("n_families", self.n_families), ("window", self.window)):
+            if state[key] != want:
+                problems.append(f"{where}.{key}: expected {want}, got {state[key]!r}")
+        if problems:
+            return problems
+        fresh = ProbeCurves(
+            self.n_families,
+            window=self.window,
+            fast=self.fast,
+            slow=self.slow,
+            domain_of_family=self.domain_of_family,
+            chance=self.chance,
+            ci_level=self.ci_level,
+        ).state_dict()
+        finite_like(problems, fresh, state, where)
+        ring = state["ring"]
+        for name, values in (
+            ("latest", state["latest"]),
+            ("ema_fast", state["ema_fast"]),
+            ("ema_slow", state["ema_slow"]),
+            ("ring.value", ring["value"]),
+        ):
+            arr = np.asarray(values, dtype=np.float64)
+            rule(problems, f"{where}.{name}", arr, (arr < 0) | (arr > 1), "must be in [0, 1]")
+        non_negative(problems, state, ("latest_n", "resets"), where)
+        non_negative(problems, ring, ("n", "count", "fresh", "step"), f"{where}.ring")
+        tier = np.asarray(state["tier"])
+        rule(problems, f"{where}.tier", tier, tier < -1, "must be a tier >= 0 (-1: none yet)")
+        return problems
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state dict from a ProbeCurves of the same shape; else ConfigError."""

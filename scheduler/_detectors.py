@@ -9,7 +9,7 @@ does not flood the event log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from ._curves import (
 )
 from ._errors import ConfigError
 from ._events import Event
+from ._statecheck import compare, finite_like, non_negative
 from ._variants import occurrence_rank
 
 logger = logging.getLogger(__name__)
@@ -651,6 +652,26 @@ class Detectors:
         }
         state.update({name.lstrip("_"): getattr(self, name).copy() for name in self._ARRAYS})
         return state
+
+    def check_state(self, state: Any, where: str = "detectors") -> list[str]:
+        """Problems with ``state`` as these detectors' state (pure: nothing is applied): the
+        structure of ``state_dict()`` (``coin`` may be absent in an older state), floats
+        finite where a fresh object's are, counters >= 0."""
+        if not isinstance(state, Mapping):
+            return [f"{where}: must be a mapping, got {type(state).__name__}"]
+        if "coin" not in state:  # saved before coin-flip quarantines were told apart
+            state = {**state, "coin": np.zeros(self.n_families, dtype=bool)}
+        problems = compare(self.state_dict(), state, where)
+        if problems:
+            return problems
+        if state["n_families"] != self.n_families:
+            return [f"{where}.n_families: expected {self.n_families}, got {state['n_families']!r}"]
+        fresh = Detectors(self.family_names, config=self.config).state_dict()
+        finite_like(problems, fresh, state, where)
+        counters = ("seen_count", "seen_resets", "seen_train", "below", "ph_count", "confirm")
+        non_negative(problems, state, (*counters, "release", "hack_count"), where)
+        non_negative(problems, state["train"], ("n", "count", "fresh", "step"), f"{where}.train")
+        return problems
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore exactly; a state of another shape raises ConfigError and changes nothing."""

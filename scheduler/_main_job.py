@@ -29,6 +29,7 @@ from ._batch import Batch
 from ._errors import ConfigError
 from ._probes import ProbeRound
 from ._recorder import RunRecorder
+from ._redact import mask_url
 from ._settings import Settings
 from ._simulate import FixedMixRun, RunSummary, SimulationRun, run_simulation
 from .backends import BatchOutcomes
@@ -112,7 +113,7 @@ def _open_store(settings: Settings, args: argparse.Namespace, err: Console) -> S
         if args.resume:
             raise ConfigError("--resume: needs the store (drop --no-store)")
         return None
-    return open_store(settings.db)
+    return open_store(settings.db, lock_timeout_s=settings.store_lock_timeout_s)
 
 
 def _tracker(settings: Settings, args: argparse.Namespace, err: Console) -> Tracker:
@@ -234,10 +235,21 @@ def _drain(results: list[_Outcome], err: Console, show: bool) -> float:
     return time.perf_counter() - start
 
 
+def mlflow_line(run_id: str, tracking_uri: str) -> str:
+    """Where the run is in MLflow and how to open it; the URI's password masked."""
+    uri = mask_url(tracking_uri)
+    how = (
+        f"open {uri}"
+        if uri.startswith(("http://", "https://"))
+        else f"curriculum ui --tracking-uri {uri}"
+    )
+    return f"MLflow run {run_id} in {uri} ({how})"
+
+
 def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
     began = time.perf_counter()
     settings = settings_from_args(args)
-    catalog = load_catalog(*settings.domains)
+    catalog = load_catalog(*settings.domains, sources=settings.source_policy())
     spent = {"catalog": time.perf_counter() - began, "start": 0.0, "close": 0.0}
     settings.scheduler_config()  # surface config errors before anything is created
     roles = [("main", settings.policy)]
@@ -336,16 +348,11 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
     rec = results[0].recorder
     if store is not None:
         out.print(
-            f"run {rec.run_name!r} stored in {settings.db} (curriculum report {rec.run_name})"
+            f"run {rec.run_name!r} stored in {mask_url(settings.db)} "
+            f"(curriculum report {rec.run_name})"
         )
     if rec.mlflow_run_id:
-        uri = settings.tracking_uri
-        how = (
-            f"open {uri}"
-            if uri.startswith(("http://", "https://"))
-            else f"curriculum ui --tracking-uri {uri}"
-        )
-        out.print(f"MLflow run {rec.mlflow_run_id} in {uri} ({how})")
+        out.print(mlflow_line(rec.mlflow_run_id, settings.tracking_uri))
     spent["drain"] = drain_s
     out.print(_timing(results, fixed, spent, time.perf_counter() - began))
     per_step = 1000 / max(main.steps, 1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -593,7 +594,14 @@ def call_probe_many(
 
 def _parse(value: Any) -> tuple[float, int]:
     """A probe's return value as (score in [0, 1], n >= 1)."""
+    if isinstance(value, tuple) and len(value) != 2:
+        raise ValueError(f"expected a score or (score, n), got a tuple of {len(value)}")
     score, n = value if isinstance(value, tuple) else (value, 1)
+    # Strict: "0.5", True or n=2.7 is a broken probe function, not a score to round.
+    if isinstance(score, bool | str | bytes) or not isinstance(score, numbers.Real):
+        raise ValueError(f"score must be a number in [0, 1], got {type(score).__name__}")
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
     score, n = float(score), int(n)
     if not (math.isfinite(score) and 0.0 <= score <= 1.0):
         raise ValueError(f"score must be a number in [0, 1], got {score!r}")

@@ -29,7 +29,7 @@ from ._probes import ProbeRound
 from ._scheduler import Scheduler
 from ._serialize import dumps_state, loads_state
 from .backends import BatchOutcomes
-from .store import OutcomeRows, ProbePoints, StepWriter, Store
+from .store import OutcomeRows, ProbePoints, StepWriter, Store, resume_point
 from .tracking import NullTracker, Tracker, TrackingError
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,13 @@ class RunRecorder:
                 resume=resume,
             )
             self.run_id = info.run_id
-            checkpoint = self.store.latest_checkpoint(info.run_id) if resume else None
-            if checkpoint is not None:
-                step, blob = checkpoint
-                state = loads_state(blob)
+            point = (
+                resume_point(self.store, info.run_id, self.run_name, loads_state)
+                if resume
+                else None
+            )
+            if point is not None:
+                step, state = point
                 self._load_state(state["run"])
                 resume_mlflow = state.get("mlflow_run_id") or None
                 self.store.truncate_after(info.run_id, step)
@@ -146,6 +149,8 @@ class RunRecorder:
         return restored
 
     def _checkpoint(self) -> bytes:
+        # A run the tracker started in the background has its id only later.
+        self.mlflow_run_id = self.mlflow_run_id or getattr(self.tracker, "run_id", None)
         return dumps_state({"run": self._state(), "mlflow_run_id": self.mlflow_run_id or ""})
 
     def step(self, batch: Batch, outcomes: BatchOutcomes, probes: ProbeRound | None = None,

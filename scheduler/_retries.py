@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import ConfigError
+from ._statecheck import as_array, compare, non_negative, rule
 
 log = logging.getLogger(__name__)
 
@@ -141,22 +142,55 @@ class RetryQueue:
         }
         return out
 
+    def check_state(self, state: Any, where: str = "retries") -> list[str]:
+        """Problems with ``state`` as this queue's state (pure: nothing is applied): rows of
+        one length, arm ids of this catalog, counters and attempts >= 0."""
+        if not isinstance(state, Mapping):
+            return [f"{where}: must be a mapping, got {type(state).__name__}"]
+        problems = compare(
+            self.state_dict()["counters"], state.get("counters"), f"{where}.counters"
+        )
+        rows: dict[str, IntArray] = {}
+        for name in _ROWS:
+            arr = as_array(state.get(name)) if name in state else None
+            if arr is None or arr.dtype.kind not in "iu" or arr.ndim != 1:
+                got = "missing" if name not in state else _describe(state[name])
+                problems.append(f"{where}.{name}: must be a 1-d array of int64, got {got}")
+            else:
+                rows[name] = arr
+        if problems:
+            return problems
+        if len({r.shape for r in rows.values()}) != 1:
+            return [f"{where}: row arrays differ in length"]
+        arm = rows["arm"]
+        n_arms = self.family_of_arm.shape[0]
+        rule(
+            problems,
+            f"{where}.arm",
+            arm,
+            (arm < 0) | (arm >= n_arms),
+            "arm ids outside this catalog",
+        )
+        non_negative(problems, rows, ("variant", "attempts", "first_step"), where)
+        non_negative(problems, state["counters"], _COUNTERS, f"{where}.counters")
+        if arm.shape[0] > self.capacity:
+            problems.append(f"{where}: {arm.shape[0]} rows, over the capacity {self.capacity}")
+        return problems
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore exactly (the queue's rows and counters; the config stays this run's)."""
-        try:
-            rows = {name: np.asarray(state[name], dtype=np.int64).reshape(-1) for name in _ROWS}
-            counters = {name: int(state["counters"][name]) for name in _COUNTERS}
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ConfigError(f"checkpoint: retries: missing or bad field {exc}") from None
-        if len({r.shape for r in rows.values()}) != 1:
-            raise ConfigError("checkpoint: retries: row arrays differ in length")
-        arm = rows["arm"]
-        if arm.size and (arm.min() < 0 or arm.max() >= self.family_of_arm.shape[0]):
-            raise ConfigError("checkpoint: retries: arm ids outside this catalog")
-        for name, arr in rows.items():
-            setattr(self, name, arr.copy())
-        self.counters = counters
+        problems = self.check_state(state)
+        if problems:
+            raise ConfigError("checkpoint: " + "; ".join(problems))
+        for name in _ROWS:
+            setattr(self, name, np.asarray(state[name], dtype=np.int64).reshape(-1).copy())
+        self.counters = {name: int(state["counters"][name]) for name in _COUNTERS}
 
     def _take(self, keep: BoolArray) -> None:
         for name in _ROWS:
             setattr(self, name, getattr(self, name)[keep])
+
+
+def _describe(value: Any) -> str:
+    arr = as_array(value)
+    return type(value).__name__ if arr is None else f"dtype {arr.dtype}, shape {arr.shape}"

@@ -7,7 +7,9 @@ uninterrupted run would have drawn.
 
 from __future__ import annotations
 
+import copy
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,11 +35,14 @@ from policies import (
 
 from ._batch import Batch, Outcome, Status
 from ._breakers import BreakerConfig, CircuitBreakers
+from ._checkpoint import STATE_FORMAT, checked_state
 from ._curves import ProbeCurves
 from ._detectors import DetectorConfig, Detectors
-from ._errors import ConfigError, ReportError
+from ._errors import ReportError
 from ._events import Event
+from ._pending import PendingBatches
 from ._probes import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot, call_probe_many
+from ._report_checks import Columns, family_id, parse_columns, parse_outcomes, parse_probes
 from ._retries import RetryQueue
 from ._state import ArmStats
 from ._variants import occurrence_rank, permuted_index
@@ -53,7 +58,6 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 _T = TypeVar("_T")
 
-STATE_FORMAT = 1
 _COUNTED = (int(Status.OK), int(Status.FAILED))
 _FAULTS = (int(Status.TIMEOUT), int(Status.ENV_ERROR))
 
@@ -80,12 +84,16 @@ class SchedulerConfig:
     cost_overrun: float = 3.0  # learned cost above this multiple of the estimate: an event
     max_repeats: float | None = None  # draws of an arm per epoch, in pool sizes (None: no cap)
     epoch_episodes: int = 100_000  # the epoch of max_repeats, in episodes
+    # a batch may be reported until this many more batches were drawn; then it expires
+    report_window: int = 64
 
     def __post_init__(self) -> None:
         if self.max_repeats is not None and self.max_repeats <= 0:
             raise ValueError(f"max_repeats must be positive or None, got {self.max_repeats}")
         if not 0 < self.cost_rate <= 1 or self.cost_overrun <= 1 or self.epoch_episodes < 1:
             raise ValueError("need 0 < cost_rate <= 1, cost_overrun > 1, epoch_episodes >= 1")
+        if self.report_window < 0:
+            raise ValueError(f"report_window must be >= 0, got {self.report_window}")
 
 
 def _fill_to_one(caps: FloatArray, ceiling: FloatArray) -> FloatArray:
@@ -155,7 +163,12 @@ class Scheduler:
         # open, a trickle while half-open, a floor while quarantined, a cap while suspected
         # of reward hacking. Derived from breakers and detectors in _refresh_gates.
         self.family_factor: FloatArray = np.ones(catalog.n_families)
-        self._pending: dict[int, int] = {}  # batch step -> batch length, awaiting report
+        # batches drawn and not yet reported, with this scheduler's token (Batch.token): a
+        # report must match one of them (see scheduler/_pending.py)
+        self._token = secrets.randbits(63) | 1
+        self._pending = PendingBatches(
+            self.config.report_window, catalog.family_of_arm, catalog.tier_of_arm
+        )
         self._events: list[Event] = []
         self._weights: Weights | None = None
         self._cdf: FloatArray | None = None
@@ -507,8 +520,10 @@ class Scheduler:
             variant=np.concatenate([retry_variant, variant]),
             catalog=cat,
             attempt=np.concatenate([retry_attempt, np.zeros(fresh, dtype=np.int64)]),
+            token=self._token,
         )
-        self._pending[self.step] = n
+        assert batch.attempt is not None
+        self._pending.add(self.step, self._token, batch.arm, batch.variant, batch.attempt)
         self.step += 1
         return batch
 
@@ -526,7 +541,9 @@ class Scheduler:
 
         Everything is validated first; on any problem a ReportError lists them all and
         nothing is applied. A backend's ``BatchOutcomes`` may stand in for the arrays:
-        ``report(batch, backend.run(batch))``.
+        ``report(batch, backend.run(batch))``. Only tasks this scheduler drew and that
+        await a report are accepted, each once, within ``report_window`` batches (see
+        scheduler/_pending.py); a list of Outcome may report a batch in pieces.
         """
         if isinstance(rewards, BatchOutcomes):
             out = rewards
@@ -538,16 +555,50 @@ class Scheduler:
                 out.status,
             )
         if isinstance(batch, Batch):
-            arm, variant, step = batch.arm, batch.variant, batch.step
-            arrays = self._validate_batch_report(batch, rewards, success, process, cost, status)
-            attempt = batch.attempt if batch.attempt is not None else np.zeros_like(arm)
+            if batch.catalog is not self.catalog:
+                raise ReportError(["batch: drawn from another catalog"])
+            problems = self._pending.check_batch(batch, self.step)
+            if problems:
+                raise ReportError(problems)
+            # checked equal to what was drawn, so these are plain int64 arrays of this catalog
+            arm, variant, step = (
+                np.asarray(batch.arm, dtype=np.int64),
+                np.asarray(batch.variant, dtype=np.int64),
+                int(batch.step),
+            )
+            family = self.catalog.family_of_arm[arm]
+            columns = parse_columns(self.catalog, family, rewards, success, process, cost, status)
+            attempt = np.asarray(
+                batch.attempt if batch.attempt is not None else np.zeros_like(arm), dtype=np.int64
+            )
+            self._pending.take_batch(step)
         else:
-            if rewards is not None or success is not None:
+            if any(x is not None for x in (rewards, success, process, cost, status)):
                 raise ReportError(["pass either a Batch with arrays or a list of Outcome"])
-            arm, variant, arrays = self._validate_outcomes(batch)
-            step = max(self.step - 1, 0)  # the latest batch's step
-            attempt = np.zeros_like(arm)
-        reward, succ, proc, cst, stat = arrays
+            arm, variant, columns = parse_outcomes(self.catalog, batch)
+            matched, problems = self._pending.match(arm, variant, self.step)
+            if problems:
+                raise ReportError(problems)
+            step = int(matched.step.max()) if matched.step.size else max(self.step - 1, 0)
+            attempt = matched.attempt
+            self._pending.take_rows(matched)
+        self._feed(step, arm, variant, attempt, columns)
+
+    def record_outcomes(self, outcomes: Sequence[Outcome], step: int | None = None) -> None:
+        """Apply outcomes of tasks this scheduler did not draw (a warm start from another
+        run's logs, a test that steers a policy): checked like ``report``, bound to no
+        batch, so nothing refuses a repeat. ``step`` defaults to the latest batch's."""
+        arm, variant, columns = parse_outcomes(self.catalog, list(outcomes))
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+            raise ReportError([f"step: must be an integer >= 0, got {step!r}"])
+        at = max(self.step - 1, 0) if step is None else step
+        self._feed(at, arm, variant, np.zeros_like(arm), columns)
+
+    def _feed(
+        self, step: int, arm: IntArray, variant: IntArray, attempt: IntArray, columns: Columns
+    ) -> None:
+        """Apply checked outcomes: statistics, learned costs, retries and breakers."""
+        reward, succ, proc, cst, stat = columns
         self._apply(step, arm, variant, reward, succ, proc, cst, stat)
         self._learn_cost(step, self.catalog.family_of_arm[arm], cst)
         # Environment faults say nothing about the model: retry the task, watch the breaker.
@@ -557,155 +608,6 @@ class Scheduler:
         family = self.catalog.family_of_arm[arm]
         self._events += self.breakers.record_outcomes(family, stat, step)
         self._refresh_gates()
-        if isinstance(batch, Batch):
-            del self._pending[batch.step]
-
-    def _validate_batch_report(
-        self,
-        batch: Batch,
-        rewards: npt.ArrayLike | None,
-        success: npt.ArrayLike | None,
-        process: npt.ArrayLike | None,
-        cost: npt.ArrayLike | None,
-        status: npt.ArrayLike | Sequence[str] | None,
-    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, IntArray]:
-        problems: list[str] = []
-        if batch.catalog is not self.catalog:
-            raise ReportError(["batch: drawn from another catalog"])
-        if batch.step not in self._pending:
-            why = "already reported" if batch.step < self.step else "not drawn by this scheduler"
-            raise ReportError([f"batch {batch.step}: {why}"])
-        n = len(batch)
-        if rewards is None:
-            raise ReportError(["rewards: required"])
-        columns = {
-            "rewards": rewards,
-            "success": success,
-            "process": process,
-            "cost": cost,
-        }
-        parsed: dict[str, FloatArray] = {}
-        for name, value in columns.items():
-            if value is None:
-                parsed[name] = np.full(n, np.nan)
-                continue
-            try:
-                arr = np.asarray(value, dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError):
-                problems.append(f"{name}: must be numeric")
-                continue
-            if arr.shape[0] != n:
-                problems.append(f"{name}: length {arr.shape[0]} does not match the batch ({n})")
-                continue
-            parsed[name] = arr
-        stat = self._parse_status(status, n, problems)
-        if problems:
-            raise ReportError(problems)
-        reward = parsed["rewards"]
-        succ = parsed["success"]
-        if success is None:  # success defaults to "reward at the top of its range"
-            succ = (reward >= self.catalog.reward_high[batch.family]).astype(np.float64)
-        self._check_values(batch.family, reward, succ, parsed["process"], parsed["cost"], problems)
-        if problems:
-            raise ReportError(problems)
-        return reward, succ, parsed["process"], parsed["cost"], stat
-
-    @staticmethod
-    def _parse_status(
-        status: npt.ArrayLike | Sequence[str] | None, n: int, problems: list[str]
-    ) -> IntArray:
-        """Status codes from ints or names, vectorised over the distinct values."""
-        if status is None:
-            return np.zeros(n, dtype=np.int64)
-        values = np.asarray(status)
-        if values.shape != (n,):
-            problems.append(f"status: length {values.size} does not match the batch ({n})")
-            return np.zeros(n, dtype=np.int64)
-        distinct, inverse = np.unique(values, return_inverse=True)
-        codes = np.zeros(distinct.shape[0], dtype=np.int64)
-        for j, value in enumerate(distinct.tolist()):  # a handful of distinct values
-            try:
-                codes[j] = int(Status.parse(value))
-            except (KeyError, ValueError, TypeError):
-                names = ", ".join(s.name.lower() for s in Status)
-                first = int(np.flatnonzero(inverse == j)[0])
-                problems.append(f"status[{first}]: must be one of {names}, got {value!r}")
-        return codes[inverse.reshape(-1)]
-
-    def _check_values(
-        self,
-        family: IntArray,
-        reward: FloatArray,
-        success: FloatArray,
-        process: FloatArray,
-        cost: FloatArray,
-        problems: list[str],
-    ) -> None:
-        cat = self.catalog
-        lo, hi = cat.reward_low[family], cat.reward_high[family]
-        checks = (
-            ("rewards", ~np.isfinite(reward), "must be finite"),
-            (
-                "rewards",
-                np.isfinite(reward) & ((reward < lo - 1e-9) | (reward > hi + 1e-9)),
-                "outside the family's reward_range",
-            ),
-            ("success", ~np.isfinite(success) | (success < 0) | (success > 1), "must be in [0, 1]"),
-            ("process", ~np.isnan(process) & ((process < 0) | (process > 1)), "must be in [0, 1]"),
-            ("cost", ~np.isnan(cost) & ~(np.isfinite(cost) & (cost >= 0)), "must be >= 0"),
-        )
-        for name, bad, message in checks:
-            for i in np.flatnonzero(bad)[:10].tolist():
-                value = {"rewards": reward, "success": success, "process": process, "cost": cost}[
-                    name
-                ][i]
-                extra = f" [{lo[i]:g}, {hi[i]:g}]" if message.startswith("outside") else ""
-                problems.append(
-                    f"{name}[{i}] ({cat.family_names[family[i]]}): {message}{extra}, got {value!r}"
-                )
-            if bad.sum() > 10:
-                problems.append(f"{name}: {int(bad.sum()) - 10} more bad values")
-
-    def _validate_outcomes(
-        self, outcomes: Sequence[Outcome]
-    ) -> tuple[IntArray, IntArray, tuple[FloatArray, FloatArray, FloatArray, FloatArray, IntArray]]:
-        problems: list[str] = []
-        n = len(outcomes)
-        arm = np.zeros(n, dtype=np.int64)
-        variant = np.zeros(n, dtype=np.int64)
-        values = np.full((4, n), np.nan)
-        status: list[Any] = []
-        for i, o in enumerate(outcomes):
-            if not isinstance(o, Outcome):
-                problems.append(f"outcome[{i}]: expected Outcome, got {type(o).__name__}")
-                status.append(0)
-                continue
-            if not (isinstance(o.arm, int | np.integer) and 0 <= o.arm < self.catalog.n_arms):
-                problems.append(f"outcome[{i}].arm: unknown arm {o.arm!r}")
-            else:
-                arm[i] = o.arm
-                size = int(self.catalog.pool_size[o.arm])
-                if not (isinstance(o.variant, int | np.integer) and 0 <= o.variant < size):
-                    problems.append(
-                        f"outcome[{i}].variant: must be in [0, {size}) for arm {o.arm}, "
-                        f"got {o.variant!r}"
-                    )
-                else:
-                    variant[i] = o.variant
-            try:
-                values[:, i] = [float(o.reward), float(o.success), float(o.process), float(o.cost)]
-            except (TypeError, ValueError):
-                problems.append(f"outcome[{i}]: reward, success, process and cost must be numbers")
-            status.append(o.status)
-        stat = self._parse_status(status, n, problems)
-        if problems:
-            raise ReportError(problems)
-        family = self.catalog.family_of_arm[arm]
-        reward, succ, proc, cst = values
-        self._check_values(family, reward, succ, proc, cst, problems)
-        if problems:
-            raise ReportError(problems)
-        return arm, variant, (reward, succ, proc, cst, stat)
 
     def _apply(
         self,
@@ -849,16 +751,8 @@ class Scheduler:
         step: int | None = None,
     ) -> None:
         """Record a held-out score of one family at one tier (default: its current tier)."""
-        try:
-            f = self.catalog.family_id(family) if isinstance(family, str) else int(family)
-            if not 0 <= f < self.catalog.n_families:
-                raise KeyError(f"unknown family id {family!r}")
-        except KeyError as exc:
-            raise ReportError([f"probe: {exc.args[0]}"]) from None
-        t = int(self.tiers.tier[f]) if tier is None else tier
-        self.record_probes(
-            np.array([f]), np.array([float(score)]), tiers=np.array([t]), n=np.array([n]), step=step
-        )
+        f = family_id(self.catalog, family)
+        self.record_probes([f], [score], tiers=None if tier is None else [tier], n=[n], step=step)
 
     def record_probes(
         self,
@@ -870,44 +764,20 @@ class Scheduler:
         step: int | None = None,
         side: bool = False,
     ) -> None:
-        """Record many probe points at once (aligned arrays). Validated as a whole.
+        """Record many probe points at once (aligned arrays). Validated as a whole
+        (``parse_probes``: nothing is applied unless every point passes; one arm at most
+        once per call).
 
         ``side=True`` for the probes ``side_targets()`` asks for (a tier left behind, the
         tier above a coin-like one): they are kept per arm, where they steer review draws
         and the coin-flip check, and stay off the families' probe curves."""
         cat = self.catalog
-        fam = np.asarray(families, dtype=np.int64).reshape(-1)
-        sc = np.asarray(scores, dtype=np.float64).reshape(-1)
-        tr = (
-            self.tiers.tier[np.clip(fam, 0, cat.n_families - 1)]
-            if tiers is None
-            else np.asarray(tiers, dtype=np.int64).reshape(-1)
-        )
-        nn = (
-            np.ones(fam.shape[0], dtype=np.int64)
-            if n is None
-            else np.asarray(n, dtype=np.int64).reshape(-1)
-        )
-        problems: list[str] = []
-        if not (fam.shape == sc.shape == tr.shape == nn.shape):
-            raise ReportError(["probes: families, scores, tiers and n must have one length"])
-        bad_f = (fam < 0) | (fam >= cat.n_families)
-        problems += [
-            f"probe[{i}].family: unknown family id {fam[i]}" for i in np.flatnonzero(bad_f)
-        ]
-        fam_ok = np.where(bad_f, 0, fam)
-        bad_t = ~bad_f & ((tr < 0) | (tr >= cat.n_tiers[fam_ok]))
-        problems += [f"probe[{i}].tier: no tier {tr[i]}" for i in np.flatnonzero(bad_t)]
-        bad_s = ~np.isfinite(sc) | (sc < 0) | (sc > 1)
-        problems += [
-            f"probe[{i}].score: must be in [0, 1], got {sc[i]}" for i in np.flatnonzero(bad_s)
-        ]
-        problems += [f"probe[{i}].n: must be >= 1" for i in np.flatnonzero(nn < 1)]
-        if problems:
-            raise ReportError(problems)
-        arm = cat.arm_start[fam] + tr
         # By default a probe belongs to the latest batch's step (it ran after that report).
-        at = max(self.step - 1, 0) if step is None else int(step)
+        probes = parse_probes(
+            cat, self.tiers.tier, families, scores, tiers, n, step, max(self.step - 1, 0)
+        )
+        fam, sc, tr, nn, at = probes.family, probes.score, probes.tier, probes.n, probes.step
+        arm = cat.arm_start[fam] + tr
         st = self.stats
         st.prev_probe_score[arm] = st.probe_score[arm]
         st.prev_probe_step[arm] = st.probe_step[arm]
@@ -1310,14 +1180,19 @@ class Scheduler:
         (``runner.drain()`` is the thread-safe hand-over)."""
         if len(results) == 0:
             return
+        width = int(self.catalog.n_tiers.max()) + 1
         for side in (False, True):
-            keep = results.ok & (results.side == side)
-            if keep.any():
+            keep = np.flatnonzero(results.ok & (results.side == side))
+            # A drain may hold several rounds, and record_probes takes an arm once a call:
+            # repeats go in later calls, in arrival order.
+            rank = occurrence_rank(results.families[keep] * width + results.tiers[keep])
+            for r in range(int(rank.max(initial=-1)) + 1):
+                sel = keep[rank == r]
                 self.record_probes(
-                    results.families[keep],
-                    results.scores[keep],
-                    tiers=results.tiers[keep],
-                    n=results.n[keep],
+                    results.families[sel],
+                    results.scores[sel],
+                    tiers=results.tiers[sel],
+                    n=results.n[sel],
                     side=side,
                 )
         self._events += self.breakers.record_probe_results(results.families, results.ok, self.step)
@@ -1344,7 +1219,7 @@ class Scheduler:
             "tiers": self.tiers.state_dict(),
             "skill": None if self.skill is None else self.skill.state_dict(),
             "skill_flags": self._skill_flags.copy(),
-            "policy_state": self.policy_state,
+            "policy_state": copy.deepcopy(self.policy_state),
             "cursor": self.cursor.copy(),
             "cost": self.cost.copy(),
             "cost_seen": self.cost_seen.copy(),
@@ -1356,7 +1231,7 @@ class Scheduler:
             "detectors": self.detectors.state_dict(),
             "breakers": self.breakers.state_dict(),
             "retries": self.retries.state_dict(),
-            "pending": {str(k): v for k, v in self._pending.items()},
+            "pending": self._pending.state_dict(),
             "events": [asdict(e) for e in self._events],
             "cached_weights": None
             if self._weights is None
@@ -1371,69 +1246,41 @@ class Scheduler:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a state from ``state_dict``; the next batch is the one the saved run would
-        have drawn. Raises ConfigError if the state belongs to another catalog or policy."""
-        if state.get("format") != STATE_FORMAT:
-            raise ConfigError(f"checkpoint: unknown format {state.get('format')!r}")
-        if state.get("catalog") != self.catalog.fingerprint:
-            raise ConfigError(
-                "checkpoint: made with a different catalog (the manifests changed); "
-                "resume with the same manifests or start a new run"
-            )
-        mine = policy_params(self.policy)
-        if state.get("policy") != mine:
-            raise ConfigError(
-                f"checkpoint: made with policy {state.get('policy')!r}, "
-                f"this scheduler runs {mine!r}"
-            )
-        try:
-            self.stats.load_state_dict(state["stats"])
-            self._bounds = self._review = self._flat = None
-            tiers = dict(state["tiers"])
-            # saved before the controller kept it: the episodes each family has had
-            tiers.setdefault("taught", self._per_family(self.stats.count))
-            self.tiers.load_state_dict(tiers)
-            self.breakers.load_state_dict(state["breakers"])
-            self.retries.load_state_dict(state["retries"])
-            cursor = np.asarray(state["cursor"], dtype=np.int64)
-            family_factor = np.asarray(state["family_factor"], dtype=np.float64)
-            if cursor.shape != (self.catalog.n_arms,) or family_factor.shape != (
-                self.catalog.n_families,
-            ):
-                raise ValueError("cursor or family_factor has the wrong shape")
-            self.curves.load_state_dict(state["curves"])
-            self.detectors.load_state_dict(state["detectors"])
-            if self.skill is not None:
-                self.skill.load_state_dict(state["skill"])
-                flags = np.asarray(state["skill_flags"], dtype=bool)
-                if flags.shape != self._skill_flags.shape:
-                    raise ValueError("skill_flags has the wrong shape")
-                self._skill_flags = flags.copy()
-        except (KeyError, ValueError) as exc:
-            raise ConfigError(f"checkpoint: {exc}") from None
-        self.cursor = cursor.copy()
+        have drawn. The whole state is migrated and checked first (scheduler/_checkpoint.py):
+        a ConfigError names every bad field, and nothing of a rejected state is applied."""
+        state = checked_state(self, state)
+        self.stats.load_state_dict(state["stats"])
+        self._bounds = self._review = self._flat = None
+        self.tiers.load_state_dict(dict(state["tiers"]))
+        self.breakers.load_state_dict(state["breakers"])
+        self.retries.load_state_dict(state["retries"])
+        self.curves.load_state_dict(state["curves"])
+        self.detectors.load_state_dict(state["detectors"])
+        if self.skill is not None:
+            self.skill.load_state_dict(state["skill"])
+            self._skill_flags = np.asarray(state["skill_flags"], dtype=bool).copy()
+        self.cursor = np.asarray(state["cursor"], dtype=np.int64).copy()
         self.cost = np.asarray(state["cost"], dtype=np.float64).copy()
         self.cost_seen = np.asarray(state["cost_seen"], dtype=np.int64).copy()
         self.cost_alarm = np.asarray(state["cost_alarm"], dtype=bool).copy()
         self.compute_ratio = np.asarray(state["compute_ratio"], dtype=np.float64).copy()
         self.quota_short = np.asarray(state["quota_short"], dtype=bool).copy()
-        self.family_factor = family_factor.copy()
+        self.family_factor = np.asarray(state["family_factor"], dtype=np.float64).copy()
         self.seed = int(state["seed"])
         self.step = int(state["step"])
-        self.rng.bit_generator.state = state["rng"]
-        self.policy_state = dict(state["policy_state"])
-        self._pending = {int(k): int(v) for k, v in state["pending"].items()}
+        self.rng.bit_generator.state = dict(state["rng"])
+        self.policy_state = copy.deepcopy(dict(state["policy_state"]))
+        self._pending.load_state_dict(state["pending"])
         self._events = [Event(**e) for e in state["events"]]
         cached = state.get("cached_weights")
         if cached is None:
             self._weights, self._cdf, self._weights_step = None, None, -(10**9)
         else:
-            cat = self.catalog
-            uniform_tiers = 1.0 / cat.n_tiers[cat.family_of_arm]  # saved before tier modes
             self._weights = Weights(
-                arm=np.asarray(cached["arm"], dtype=np.float64),
-                family=np.asarray(cached["family"], dtype=np.float64),
-                domain=np.asarray(cached["domain"], dtype=np.float64),
-                tier=np.asarray(cached.get("tier", uniform_tiers), dtype=np.float64),
+                arm=np.asarray(cached["arm"], dtype=np.float64).copy(),
+                family=np.asarray(cached["family"], dtype=np.float64).copy(),
+                domain=np.asarray(cached["domain"], dtype=np.float64).copy(),
+                tier=np.asarray(cached["tier"], dtype=np.float64).copy(),
             )
             self._weights_step = int(cached["step"])
             self._set_cdfs(self._weights)

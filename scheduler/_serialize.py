@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import io
 import json
+import struct
+import zipfile
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from ._errors import ConfigError
 
 _META = "__meta__"
 
@@ -50,12 +55,46 @@ def dumps_state(state: Mapping[str, Any]) -> bytes:
 
 
 def loads_state(data: bytes) -> dict[str, Any]:
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files if k != _META}
-        meta = json.loads(npz[_META].tobytes().decode())
-    result = _join(meta, arrays)
-    assert isinstance(result, dict)
+    """The state ``dumps_state`` wrote. Bytes that are not one (truncated, damaged, random,
+    or another kind of file) raise ConfigError, never a zip or EOF error."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ConfigError(f"checkpoint: expected bytes, got {type(data).__name__}")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            bad = archive.testzip()  # every member's CRC: a damaged blob fails here
+        if bad is not None:
+            raise zipfile.BadZipFile(f"member {bad!r} fails its CRC check")
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files if k != _META}
+            meta = json.loads(npz[_META].tobytes().decode())
+        result = _join(meta, arrays)
+    except _UNREADABLE as exc:
+        raise ConfigError(
+            f"checkpoint: not a readable state ({type(exc).__name__}: {exc}); the checkpoint "
+            "is truncated or damaged: resume from an earlier one or start a new run"
+        ) from None
+    if not isinstance(result, dict):
+        raise ConfigError(f"checkpoint: holds a {type(result).__name__}, not a state")
     return result
+
+
+# What numpy, zipfile and json raise on bytes that are not a state.
+_UNREADABLE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    OSError,
+    ValueError,  # also json and UnicodeDecode errors, pickled or oversized arrays
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    NotImplementedError,  # an unsupported zip compression method
+    MemoryError,
+    RecursionError,
+    struct.error,
+    zlib.error,
+)
 
 
 def torch_safe_globals() -> list[Any]:

@@ -23,7 +23,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from domains import CurriculumError
+from domains import MAX_FILE_BYTES, CurriculumError, SourcePolicy
 
 from ._errors import ConfigError
 from ._recorder import RecordingConfig
@@ -53,6 +53,7 @@ _BOUNDS: dict[str, dict[str, Any]] = {
     "cost_overrun": {"gt": 1},
     "max_repeats": {"gt": 0},
     "epoch_episodes": {"ge": 1},
+    "report_window": {"ge": 0, "le": 1_000_000},
     "checkpoint_every": {"ge": 1},
     "checkpoint_seconds": {"gt": 0},
     "domain_every": {"ge": 1},
@@ -112,6 +113,16 @@ class Settings(_Derived):
     run_name: str | None = None
     simulator: dict[str, Any] = Field(default_factory=dict)  # SimulatedLearnerConfig fields
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    # A manifest's JSONL `source:` must lie under the manifest's root unless this is true.
+    manifest_sources_anywhere: bool = False
+    manifest_max_bytes: int = Field(MAX_FILE_BYTES, ge=1)  # cap on every manifest/data file
+    store_lock_timeout_s: float = Field(60.0, gt=0)  # give up on a locked SQLite store
+
+    def source_policy(self) -> SourcePolicy:
+        """Which files manifests may read, for ``load_catalog(..., sources=...)``."""
+        return SourcePolicy(
+            allow_outside_root=self.manifest_sources_anywhere, max_bytes=self.manifest_max_bytes
+        )
 
     def scheduler_config(self) -> SchedulerConfig:
         """The SchedulerConfig these settings describe; ConfigError names a bad field."""
@@ -133,7 +144,11 @@ class Settings(_Derived):
         from ._scheduler import Scheduler
 
         config = self.scheduler_config()
-        catalog = load_catalog(*self.domains) if catalog is None else catalog
+        catalog = (
+            load_catalog(*self.domains, sources=self.source_policy())
+            if catalog is None
+            else catalog
+        )
         return Scheduler(catalog, self.policy, seed=self.seed, config=config, **self.policy_options)
 
     @classmethod

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._statecheck import compare, finite_like, non_negative, rule
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -134,6 +136,41 @@ class ArmStats:
 
     def state_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name).copy() for name in _FLOAT_FIELDS + _INT_FIELDS}
+
+    def check_state(self, state: Any, where: str = "stats") -> list[str]:
+        """Problems with ``state`` as this object's state (pure: nothing is applied)."""
+        template = self.state_dict()
+        problems = compare(template, state, where)
+        if problems:
+            return problems
+        finite_like(problems, template, state, where)
+        non_negative(problems, state, ("count", "process_count", "probe_n", "lookahead_n"), where)
+        non_negative(problems, state, ("lookahead_passed",), where)
+        for name in ("last_step", "probe_step", "prev_probe_step", "lookahead_from"):
+            arr = np.asarray(state[name])
+            rule(problems, f"{where}.{name}", arr, arr < -1, "must be a step >= -1 (-1: never)")
+        for name in _FLOAT_FIELDS:
+            if name.startswith(("success", "reward", "process", "probe", "prev_probe")):
+                arr = np.asarray(state[name], dtype=np.float64)
+                rule(problems, f"{where}.{name}", arr, (arr < 0) | (arr > 1), "must be in [0, 1]")
+        count, process_count = np.asarray(state["count"]), np.asarray(state["process_count"])
+        rule(
+            problems,
+            f"{where}.process_count",
+            process_count,
+            process_count > count,
+            "must be <= count",
+        )
+        probed = np.asarray(state["probe_n"]) > 0
+        score = np.asarray(state["probe_score"], dtype=np.float64)
+        rule(
+            problems,
+            f"{where}.probe_score",
+            score,
+            probed & np.isnan(score),
+            "must be a score where probe_n > 0",
+        )
+        return problems
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in _FLOAT_FIELDS + _INT_FIELDS:

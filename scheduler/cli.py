@@ -18,10 +18,14 @@ from rich.console import Console
 
 from domains import CurriculumError, ManifestError
 
+from ._redact import RedactingFilter, mask_secrets
+
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# soft_wrap: a line is never broken by the console (at 80 columns when not a terminal):
+# `file:line:col: field: message` stays one line that tools and grep can read.
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,8 +38,11 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_validate(args: argparse.Namespace) -> int:
     from domains import build_catalog, load_manifests, thin_probe_notes
 
+    from ._settings import Settings
+
+    sources = Settings.load(args.config).source_policy()
     try:
-        manifests = load_manifests(*args.paths)
+        manifests = load_manifests(*args.paths, sources=sources)
         catalog = build_catalog(manifests)
     except ManifestError as exc:
         files = {p.file for p in exc.problems}
@@ -87,6 +94,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
+    from ._redact import mask_url
     from ._settings import Settings
     from .tracking import start_ui_server
 
@@ -98,7 +106,7 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     try:
         server = start_ui_server(uri, port=args.port)
         try:
-            out.print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C to stop)")
+            out.print(f"MLflow UI for {mask_url(uri)}: {server.url}  (Ctrl-C to stop)")
             server.process.wait()
         finally:
             server.stop()
@@ -136,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check domain manifests and print a summary")
     p.add_argument("paths", nargs="+", help="manifest files, directories or globs")
+    p.add_argument("--config", help="settings YAML (which data files manifests may read)")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("schema", help="print the JSON Schema of a manifest file")
@@ -213,10 +222,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         owner = args.subparsers.get(args.command, parser)
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # no log line shows a password
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     try:
         code: int = args.func(args)
     except CurriculumError as exc:
-        err.print(f"error: {exc}", markup=False, soft_wrap=True)  # never split file:line
+        err.print(
+            f"error: {mask_secrets(str(exc))}", markup=False, soft_wrap=True
+        )  # never split file:line
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -225,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         err.print(
-            f"error: unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            f"error: unexpected {type(exc).__name__}: {mask_secrets(str(exc))} "
+            "(run with --debug for the traceback)",
             markup=False,
         )
         return EXIT_ERROR

@@ -3,10 +3,12 @@
 from ._existing import require_existing
 from ._migrations import SCHEMA_VERSION, Migration
 from ._protocol import OutcomeRows, ProbePoints, RunInfo, Store, StoreError
-from ._sql import DEFAULT_URL, SqlStore, open_store
+from ._recovery import resume_point
+from ._sql import DEFAULT_LOCK_TIMEOUT_S, DEFAULT_URL, SqlStore, open_store
 from ._writer import StepWriter
 
 __all__ = [
+    "DEFAULT_LOCK_TIMEOUT_S",
     "DEFAULT_URL",
     "SCHEMA_VERSION",
     "Migration",
@@ -19,4 +21,5 @@ __all__ = [
     "StoreError",
     "open_store",
     "require_existing",
+    "resume_point",
 ]

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,13 +35,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.url import URL
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from domains import Catalog
 
 from .._batch import Status
 from .._events import Event
+from .._redact import mask_url
 from . import _codec
 from ._migrations import current_version, upgrade
 from ._models import (
@@ -67,7 +69,9 @@ from ._protocol import (
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///curriculum.db"
-_BUSY_TIMEOUT_S = 60.0
+DEFAULT_LOCK_TIMEOUT_S = 60.0
+_BUSY_SLICE_S = 2.0  # SQLite waits this long per try; between tries we say that we wait
+_CORRUPT = ("file is not a database", "malformed", "database corrupt", "disk i/o error")
 _WAL_AUTOCHECKPOINT_PAGES = 10_000
 _CACHE_KIB = 64 * 1024  # per connection
 _READ_ONLY = "cs_read_only"  # execution option: begin a plain (deferred) transaction
@@ -135,19 +139,21 @@ def _parse_url(url: str) -> tuple[URL, bool]:
         parsed = make_url(url)
     except ArgumentError:
         raise StoreError(
-            f"store URL {url!r}: not a database URL; use sqlite:///path.db, sqlite:// "
+            f"store URL {mask_url(url)!r}: not a database URL; use sqlite:///path.db, sqlite:// "
             "(in memory) or postgresql+psycopg://user@host:5432/db"
         ) from None
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise StoreError(
-            f"store URL {url!r}: unsupported database {backend!r}; use sqlite:///path.db, "
-            "sqlite:// (in memory) or postgresql+psycopg://user@host:5432/db"
+            f"store URL {mask_url(url)!r}: unsupported database {backend!r}; use "
+            "sqlite:///path.db, sqlite:// (in memory) or postgresql+psycopg://user@host:5432/db"
         )
     driver = parsed.get_driver_name()
     if backend == "sqlite":
         if driver not in ("pysqlite", ""):
-            raise StoreError(f"store URL {url!r}: use the built-in driver, sqlite:///path.db")
+            raise StoreError(
+                f"store URL {mask_url(url)!r}: use the built-in driver, sqlite:///path.db"
+            )
         database = parsed.database
         if database == "" and url.rstrip().endswith(":///"):
             parsed = parsed.set(database="curriculum.db")
@@ -158,11 +164,11 @@ def _parse_url(url: str) -> tuple[URL, bool]:
             parsed = parsed.set(drivername="postgresql+psycopg")
         elif driver == "psycopg2":
             raise StoreError(
-                f"store URL {url!r}: the store uses psycopg 3; write postgresql+psycopg://..."
+                f"store URL {mask_url(url)!r}: the store uses psycopg 3; write postgresql+psycopg://..."
             )
         return parsed, False
     raise StoreError(
-        f"store URL {url!r}: unsupported database {backend!r}; use sqlite:///path.db, "
+        f"store URL {mask_url(url)!r}: unsupported database {backend!r}; use sqlite:///path.db, "
         "sqlite:// (in memory) or postgresql+psycopg://user@host:5432/db"
     )
 
@@ -173,7 +179,7 @@ def _install_sqlite_hooks(engine: Engine, memory: bool) -> None:
         # Let SQLAlchemy's "begin" hook below issue BEGIN itself (pysqlite's own is deferred).
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        cur.execute(f"PRAGMA busy_timeout = {int(_BUSY_SLICE_S * 1000)}")
         if not memory:
             cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
@@ -195,12 +201,22 @@ def _install_sqlite_hooks(engine: Engine, memory: bool) -> None:
 class SqlStore:
     """A Store on SQLite or PostgreSQL. Open it with :func:`open_store`."""
 
-    def __init__(self, url: str, *, keep_checkpoints: int = 3) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        keep_checkpoints: int = 3,
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    ) -> None:
         if keep_checkpoints < 1:
             raise StoreError(f"keep_checkpoints: must be at least 1, got {keep_checkpoints}")
+        if not lock_timeout_s > 0:
+            raise StoreError(f"lock_timeout_s: must be a positive number, got {lock_timeout_s}")
         parsed, memory = _parse_url(url)
         self.url = parsed.render_as_string(hide_password=True)
         self.keep_checkpoints = keep_checkpoints
+        self.lock_timeout_s = lock_timeout_s
+        self._opened = False
         self.dialect = parsed.get_backend_name()
         # In-memory SQLite is one connection shared by every thread, serialised by a lock.
         self._lock: contextlib.AbstractContextManager[Any] = (
@@ -210,7 +226,7 @@ class SqlStore:
         self._probe_insert: tuple[str, tuple[str, ...]] | None = None  # SQLite fast path
         if self.dialect == "sqlite":
             kwargs: dict[str, Any] = {
-                "connect_args": {"check_same_thread": False, "timeout": _BUSY_TIMEOUT_S}
+                "connect_args": {"check_same_thread": False, "timeout": _BUSY_SLICE_S}
             }
             if memory:
                 kwargs["poolclass"] = StaticPool
@@ -223,32 +239,136 @@ class SqlStore:
                 old = upgrade(conn)
         except OperationalError as exc:
             self._engine.dispose()
-            if exc.statement is not None:  # connected, but a statement failed
+            if exc.statement is not None and not _is_corrupt(exc):  # a statement failed
                 raise
             reason = " ".join(str(exc.orig).split())
             raise StoreError(
                 f"cannot open the store at {self.url}: {reason}; check that the "
                 "database server is running and the URL (user, host, port, database) is right"
             ) from None
+        except DatabaseError as exc:
+            self._engine.dispose()
+            if not _is_corrupt(exc):
+                raise
+            raise self._corrupt(exc) from None
         except BaseException:
             self._engine.dispose()
             raise
+        self._opened = True
         log.debug("opened store %s (schema was version %d)", self.url, old)
 
     # Transactions ------------------------------------------------------------------------
     @contextlib.contextmanager
     def _begin(self) -> Iterator[Connection]:
         """A write transaction (BEGIN IMMEDIATE on SQLite); commits on exit, else rolls back."""
-        with self._lock, self._engine.connect() as conn, conn.begin():
-            yield conn
+        with self._lock:
+            conn, trans = self._start(read_only=False)
+            with self._named_errors(), conn, trans:
+                yield conn
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
         """A read transaction: one consistent snapshot, no write lock taken."""
-        with self._lock, self._engine.connect() as conn:
-            conn.execution_options(**{_READ_ONLY: True})
-            with conn.begin():
+        with self._lock:
+            conn, trans = self._start(read_only=True)
+            with self._named_errors(), conn, trans:
                 yield conn
+
+    def _start(self, *, read_only: bool) -> tuple[Connection, Any]:
+        """A connection with its transaction begun. While another process holds SQLite's
+        write lock, say so in the log and try again, up to ``lock_timeout_s`` in all."""
+        began = time.monotonic()
+        warned = 0.0
+        while True:
+            conn: Connection | None = None
+            try:
+                conn = self._engine.connect()
+                if read_only:
+                    conn.execution_options(**{_READ_ONLY: True})
+                return conn, conn.begin()
+            except OperationalError as exc:
+                if conn is not None:
+                    conn.close()
+                # A server that went away mid-run (a restart) is waited for; one that cannot
+                # be reached when the store is opened is a bad URL, reported at once.
+                if self._opened and self.dialect != "sqlite" and exc.statement is None:
+                    waited = time.monotonic() - began
+                    if waited >= self.lock_timeout_s:
+                        reason = " ".join(str(exc.orig).split())
+                        raise StoreError(
+                            f"cannot reach the store at {self.url} for {waited:.0f} s (limit "
+                            f"{self.lock_timeout_s:g} s): {reason}; nothing more was written: "
+                            "start the server again and resume the run (--resume)"
+                        ) from None
+                    if waited - warned >= 10.0 or not warned:
+                        warned = max(waited, 1e-9)
+                        log.warning(
+                            "the store %s is unreachable; retrying (%.0f s so far, giving up "
+                            "after %g s)",
+                            self.url,
+                            waited,
+                            self.lock_timeout_s,
+                        )
+                    time.sleep(min(1.0, max(self.lock_timeout_s - waited, 0.0)))
+                    continue
+                if "locked" not in str(exc.orig) and "busy" not in str(exc.orig):
+                    raise
+                waited = time.monotonic() - began + _BUSY_SLICE_S
+                if waited >= self.lock_timeout_s:
+                    raise StoreError(
+                        f"the store {self.url} has been locked by another process for "
+                        f"{waited:.0f} s (limit {self.lock_timeout_s:g} s): stop the other "
+                        "writer, or raise the limit (settings: store_lock_timeout_s)"
+                    ) from None
+                if waited - warned >= 10.0 or not warned:
+                    warned = waited
+                    log.warning(
+                        "the store %s is locked by another process; waiting (%.0f s so far, "
+                        "giving up after %g s)",
+                        self.url,
+                        waited,
+                        self.lock_timeout_s,
+                    )
+            except DatabaseError as exc:
+                if conn is not None:
+                    conn.close()
+                if not _is_corrupt(exc):
+                    raise
+                raise self._corrupt(exc) from None
+
+    @contextlib.contextmanager
+    def _named_errors(self) -> Iterator[None]:
+        """A damaged database found mid-query becomes a StoreError that says what to do."""
+        try:
+            yield
+        except DatabaseError as exc:
+            if isinstance(exc, IntegrityError):
+                raise
+            text = str(exc.orig).lower()
+            if "disk is full" in text or "no space left" in text:
+                raise StoreError(
+                    f"the disk holding the store {self.url} is full: this write was rolled "
+                    "back and nothing committed before it is lost; free some space and "
+                    "resume the run (--resume)"
+                ) from None
+            if exc.connection_invalidated:
+                raise StoreError(
+                    f"lost the connection to the store {self.url} mid-write "
+                    f"({' '.join(str(exc.orig).split())}): this write was rolled back; "
+                    "resume the run (--resume) once the server is back"
+                ) from None
+            if not _is_corrupt(exc):
+                raise
+            raise self._corrupt(exc) from None
+
+    def _corrupt(self, exc: DatabaseError) -> StoreError:
+        reason = " ".join(str(exc.orig).split())
+        return StoreError(
+            f"the store {self.url} is damaged or not a store database ({reason}): restore "
+            "it from a backup, or recover what can be read with "
+            "`sqlite3 DB .recover | sqlite3 recovered.db` and pass --db with the copy; "
+            "or move the file away to start afresh"
+        )
 
     # Runs --------------------------------------------------------------------------------
     @staticmethod
@@ -709,6 +829,24 @@ class SqlStore:
             names = conn.execute(select(s.c.name).where(s.c.run_id == run_id).order_by(s.c.id))
             return [str(n) for n in names.scalars()]
 
+    def checkpoint_steps(self, run_id: int) -> list[int]:
+        """The steps of a run's checkpoints, newest first."""
+        t = CHECKPOINTS_T
+        with self._read() as conn:
+            rows = conn.execute(
+                select(t.c.step).where(t.c.run_id == run_id).order_by(t.c.step.desc())
+            ).scalars()
+            return [int(s) for s in rows]
+
+    def checkpoint(self, run_id: int, step: int) -> bytes | None:
+        """The state saved at ``step``, or None if there is no checkpoint at that step."""
+        t = CHECKPOINTS_T
+        with self._read() as conn:
+            row = conn.execute(
+                select(t.c.state).where((t.c.run_id == run_id) & (t.c.step == step))
+            ).one_or_none()
+        return None if row is None else bytes(row.state)
+
     def latest_checkpoint(self, run_id: int) -> tuple[int, bytes] | None:
         t = CHECKPOINTS_T
         stmt = (
@@ -749,8 +887,12 @@ class SqlStore:
         """SQLite's ``PRAGMA integrity_check`` ("ok" when sound); "ok" on PostgreSQL."""
         if self.dialect != "sqlite":
             return "ok"
-        with self._read() as conn:
-            return "\n".join(str(r[0]) for r in conn.exec_driver_sql("PRAGMA integrity_check"))
+        try:
+            with self._read() as conn:
+                rows = conn.exec_driver_sql("PRAGMA integrity_check")
+                return "\n".join(str(r[0]) for r in rows)
+        except StoreError as exc:  # so damaged that the check itself cannot run
+            return str(exc)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -782,11 +924,23 @@ def _newest_first(chunks: Sequence[Any], mask: npt.NDArray[np.bool_]) -> IntArra
     return mirrored[mask[mirrored]]
 
 
-def open_store(url: str = DEFAULT_URL, *, keep_checkpoints: int = 3) -> SqlStore:
+def _is_corrupt(exc: DatabaseError) -> bool:
+    text = str(exc.orig).lower()
+    return any(word in text for word in _CORRUPT)
+
+
+def open_store(
+    url: str = DEFAULT_URL,
+    *,
+    keep_checkpoints: int = 3,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> SqlStore:
     """Open (creating or upgrading the schema) the store at ``url``.
 
     ``sqlite:///path.db`` (``sqlite:///`` alone means ``curriculum.db``), ``sqlite://`` in
     memory, or ``postgresql+psycopg://user@host:5432/db``. Only the newest
-    ``keep_checkpoints`` checkpoints of a run are kept.
+    ``keep_checkpoints`` checkpoints of a run are kept. A write that finds SQLite locked
+    by another process, or a PostgreSQL server that cannot be reached (a restart), waits
+    (saying so in the log) up to ``lock_timeout_s``, then raises StoreError.
     """
-    return SqlStore(url, keep_checkpoints=keep_checkpoints)
+    return SqlStore(url, keep_checkpoints=keep_checkpoints, lock_timeout_s=lock_timeout_s)

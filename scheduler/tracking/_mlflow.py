@@ -29,13 +29,14 @@ import numpy as np
 import yaml
 
 from .._events import Event
+from .._redact import mask_secrets
 from ._buffer import MetricBuffer, Record
 from ._errors import TrackingError
 from ._names import sanitize_name
-from ._params import flatten_params, mask_secrets, package_versions
+from ._params import flatten_params, package_versions
 from ._protocol import TrackerStats
 from ._sink import MetricRows, Sink, make_sink
-from ._uri import default_artifact_location, prepare_environment, resolve_tracking_uri
+from ._uri import default_artifact_location, is_http, prepare_environment, resolve_tracking_uri
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -47,6 +48,7 @@ MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
 MAX_PARAMS_PER_BATCH = 100
 MAX_TAG_VALUE_LENGTH = 8000
 # MLflow error codes that a retry cannot fix: the batch is dropped (and counted) instead.
+_HTTP_START_WAIT_S = 10.0  # how long start() waits for a tracking server to create the run
 _PERMANENT_ERRORS = frozenset(
     {"INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "INVALID_STATE", "BAD_REQUEST"}
 )
@@ -113,6 +115,7 @@ class MLflowTracker:
         close_timeout_s: float | None = None,
         stall_timeout_s: float = 60.0,
         sink: str = "process",
+        start_wait_s: float | None = None,
     ) -> None:
         if not 1 <= batch_size <= MAX_METRICS_PER_BATCH:
             raise TrackingError(
@@ -140,6 +143,10 @@ class MLflowTracker:
         self.close_timeout_s = close_timeout_s
         self.stall_timeout_s = stall_timeout_s
         self.sink_kind = sink
+        self.start_wait_s = start_wait_s
+        self._booted = threading.Event()  # the run exists, or creating it failed for good
+        self._boot_error: TrackingError | None = None
+        self._detached = False  # start() returned before the run existed
 
         self._cv = threading.Condition(threading.Lock())
         self._buffer = MetricBuffer(max_queue)
@@ -194,13 +201,18 @@ class MLflowTracker:
         tags: Mapping[str, str] | None = None,
         resume_run_id: str | None = None,
     ) -> str | None:
-        """Create (or resume) the run and log its params; raises TrackingError if MLflow is
-        unreachable or the run id unknown. Package versions are added as ``versions.<pkg>``."""
-        if self._run_id is not None:
-            raise TrackingError(f"tracker already started run {self._run_id}")
+        """Create (or resume) the run and log its params, on the worker thread.
+
+        Waits up to ``start_wait_s`` for it: the run id, or TrackingError if MLflow refused
+        or is unreachable (or the run id is unknown). A server that has not answered by
+        then does not hold the training loop: start returns None, the run is created in
+        the background (retried with backoff), and values are buffered meanwhile;
+        :attr:`run_id` gives the id once it exists. Package versions are added as
+        ``versions.<pkg>``."""
+        if self._thread is not None:
+            raise TrackingError(f"tracker already started run {self._run_id or '(starting)'}")
         prepare_environment(self.tracking_uri)
-        from mlflow import MlflowClient
-        from mlflow.entities import Param, RunTag
+        import mlflow  # noqa: F401  (seconds of import here, so start_wait_s is network time)
 
         flat = flatten_params(params)
         for pkg, version in package_versions().items():
@@ -209,6 +221,41 @@ class MLflowTracker:
             sanitize_name(k): mask_secrets(str(v))[:MAX_TAG_VALUE_LENGTH]
             for k, v in (tags or {}).items()
         }
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(run_name, flat, safe_tags, resume_run_id),
+            name="mlflow-tracker",
+            daemon=True,
+        )
+        self._thread.start()
+        wait = self.start_wait_s
+        if wait is None:
+            wait = _HTTP_START_WAIT_S if is_http(self.tracking_uri) else None
+        self._booted.wait(wait)
+        with self._cv:
+            if self._booted.is_set():
+                if self._boot_error is not None:
+                    raise self._boot_error
+                return self._run_id
+            self._detached = True
+        logger.warning(
+            "MLflow at %s has not answered in %.0f s; the run starts in the background and "
+            "values are buffered until it does",
+            mask_secrets(self.tracking_uri),
+            wait or 0.0,
+        )
+        return None
+
+    def _create_run(
+        self,
+        run_name: str,
+        flat: dict[str, str],
+        safe_tags: dict[str, str],
+        resume_run_id: str | None,
+    ) -> str:
+        from mlflow import MlflowClient
+        from mlflow.entities import Param, RunTag
+
         try:
             client = MlflowClient(tracking_uri=self.tracking_uri)
             if resume_run_id is not None:
@@ -228,16 +275,49 @@ class MLflowTracker:
             raise
         except Exception as exc:
             raise TrackingError(
-                f"tracking_uri {mask_secrets(self.tracking_uri)!r}: cannot start an MLflow run: "
-                f"{exc}. Check the URI (sqlite:///path/mlflow.db, file:./mlruns or "
-                "http://host:port) and that the server is up."
-            ) from exc
-        self._run_id = run_id
+                mask_secrets(
+                    f"tracking_uri {self.tracking_uri!r}: cannot start an MLflow run: "
+                    f"{exc}. Check the URI (sqlite:///path/mlflow.db, file:./mlruns or "
+                    "http://host:port) and that the server is up."
+                )
+            ) from None
+        return str(run_id)
+
+    def _run(
+        self,
+        run_name: str,
+        flat: dict[str, str],
+        safe_tags: dict[str, str],
+        resume_run_id: str | None,
+    ) -> None:
+        """The worker: create the run (retrying once start() has returned), then send."""
+        failures = 0
+        while True:
+            try:
+                run_id = self._create_run(run_name, flat, safe_tags, resume_run_id)
+                break
+            except TrackingError as exc:
+                with self._cv:
+                    if not self._detached or self._abandon:
+                        self._boot_error = exc
+                        self._booted.set()
+                        return
+                    failures += 1
+                    delay = min(self.retry_backoff_s * 2 ** (failures - 1), self.max_retry_s)
+                    logger.warning("MLflow run not started yet, retrying in %.1fs: %s", delay, exc)
+                    self._cv.wait(delay)
+                    if self._abandon:
+                        self._boot_error = exc
+                        self._booted.set()
+                        return
         self._sink = make_sink(self.tracking_uri, run_id, self.sink_kind)
-        self._thread = threading.Thread(target=self._work_loop, name="mlflow-tracker", daemon=True)
-        self._thread.start()
+        with self._cv:
+            self._run_id = run_id
+            self._last_progress = time.monotonic()
+            self._booted.set()
+            self._cv.notify_all()
         logger.info("tracking run %s at %s", run_id, mask_secrets(self.tracking_uri))
-        return run_id
+        self._work_loop()
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Queue one step's values: O(len(metrics)) in-memory work, no I/O, never blocks on
@@ -363,6 +443,11 @@ class MLflowTracker:
             self._closed = True
         timeout = self.close_timeout_s if timeout is None else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._thread is not None and not self._booted.is_set():  # still starting the run
+            wait = self.stall_timeout_s
+            if deadline is not None:
+                wait = min(wait, max(deadline - time.monotonic(), 0.0))
+            self._booted.wait(wait)
         drained = self._run_id is None
         first = True
         began = time.monotonic()
@@ -492,9 +577,11 @@ class MLflowTracker:
                 len(changed),
                 ", ".join(changed[:10]),
             )
-        for key, value in run.data.metrics.items():  # running event counts go on
-            if key.startswith("events/"):
-                self._event_counts[key[len("events/") :]] = int(value)
+        with self._cv:  # running event counts go on (plus any logged while starting)
+            for key, value in run.data.metrics.items():
+                if key.startswith("events/"):
+                    kind = key[len("events/") :]
+                    self._event_counts[kind] = int(value) + self._event_counts.get(kind, 0)
         self._download_events(client, run_id)
         return str(run_id)
 
@@ -506,7 +593,9 @@ class MLflowTracker:
             got = Path(client.download_artifacts(run_id, EVENTS_FILE, str(self._staging)))
             shutil.move(got, self._events_path)
         except Exception as exc:  # the old events stay in MLflow; new ones go to a new file
-            logger.warning("could not read events.jsonl of run %s back: %s", run_id, exc)
+            logger.warning(
+                "could not read events.jsonl of run %s back: %s", run_id, mask_secrets(str(exc))
+            )
 
     # Worker --------------------------------------------------------------------------------
     def _work_loop(self) -> None:
@@ -631,7 +720,9 @@ class MLflowTracker:
         if attempts == 1:
             self._failed_batches += 1
         if _is_permanent(error):
-            logger.warning("MLflow rejected a %s upload, dropped: %s", work.kind, error)
+            logger.warning(
+                "MLflow rejected a %s upload, dropped: %s", work.kind, mask_secrets(str(error))
+            )
             self._drop(work)
             return
         self._failures += 1
@@ -644,7 +735,7 @@ class MLflowTracker:
             work.kind,
             attempts,
             delay,
-            str(error).splitlines()[0][:300] if str(error) else type(error).__name__,
+            mask_secrets(str(error).splitlines()[0])[:300] if str(error) else type(error).__name__,
         )
 
     def _attempt(self, work: _Work) -> int:
@@ -729,7 +820,7 @@ class MLflowTracker:
                 "could not log the final tracking/* metrics of run %s (dropped=%d): %s",
                 self._run_id,
                 stats.dropped,
-                exc,
+                mask_secrets(str(exc)),
             )
 
     def _stats_locked(self) -> TrackerStats:

@@ -12,19 +12,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._redact import REDACTED, mask_secrets
 from ._names import sanitize_name
 
 MAX_PARAM_VALUE_LENGTH = 6000  # mlflow.utils.validation.MAX_PARAM_VAL_LENGTH
-REDACTED = "***"
 DEFAULT_SECRET_KEYS = ("password", "secret", "token", "key")
 
-# user:password@ in any URL (postgresql://user:pw@host/db, https://u:p@host).
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):(?P<pw>[^@/\s]*)@")
-# password=... in a query string or a libpq keyword DSN ("host=db password=pw").
-_KV_SECRET = re.compile(
-    r"(?i)\b(?P<k>password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key)"
-    r"=(?P<v>[^&\s;,]+)"
-)
 _TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -45,12 +38,6 @@ _PACKAGES = (
     "transformers",
     "verl",
 )
-
-
-def mask_secrets(text: str) -> str:
-    """Mask passwords inside URLs and key=value secrets in a free-form string."""
-    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{REDACTED}@", text)
-    return _KV_SECRET.sub(lambda m: f"{m['k']}={REDACTED}", text)
 
 
 def is_secret_key(key: str, secret_keys: Sequence[str] = DEFAULT_SECRET_KEYS) -> bool:

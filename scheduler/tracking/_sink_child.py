@@ -1,7 +1,8 @@
 """The MLflow helper process (see ``_sink``). Run by path, so it imports only the standard
 library and MLflow, never the scheduler package: it starts in the time MLflow's import
 takes. Protocol on the socket: first (tracking_uri, run_id), then (op, args) requests, each
-answered ("ok",) or ("err", error_code, message); ("stop", ()) or EOF ends it."""
+answered ("ok",) or ("err", error_code, message); ("stop", ()), EOF or a broken socket (the
+parent died) ends it quietly: a dying trainer's terminal gets no traceback from us."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def main(fd: int) -> None:
     conn = Connection(fd)
     try:
         tracking_uri, run_id = conn.recv()
-    except EOFError:
+    except (EOFError, OSError):
         return
     from mlflow import MlflowClient
     from mlflow.entities import Metric
@@ -43,15 +44,19 @@ def main(fd: int) -> None:
     while True:
         try:
             op, args = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the parent exited or died: nothing is left to do
             return
         if op == "stop":
             return
         try:
             ops[op](*args)
-            conn.send(("ok",))
+            reply: tuple[Any, ...] = ("ok",)
         except Exception as exc:
-            conn.send(("err", getattr(exc, "error_code", None), f"{type(exc).__name__}: {exc}"))
+            reply = ("err", getattr(exc, "error_code", None), f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(reply)
+        except OSError:  # BrokenPipeError, ConnectionResetError: the parent is gone
+            return
 
 
 if __name__ == "__main__":

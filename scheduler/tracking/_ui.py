@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from .._redact import mask_secrets
 from ._errors import TrackingError
-from ._params import mask_secrets
 from ._uri import file_store_path, is_file_store, is_http, resolve_tracking_uri, sqlite_path
 
 logger = logging.getLogger(__name__)

@@ -49,12 +49,16 @@ def prepare_environment(uri: str) -> None:
     """Process-wide MLflow settings a store needs; a value the user already set is kept.
 
     A file store is refused by MLflow 3 unless MLFLOW_ALLOW_FILE_STORE=true, so that is set
-    only when the user chose a file store. Over HTTP the tracker retries on its own with
-    backoff, so MLflow's own retries (up to ~4 minutes per call) are turned off and the
-    request timeout shortened: a dead server must not hold the worker for minutes.
+    only when the user chose a file store. Over HTTP, MLflow's own stdout lines are turned
+    off; and the tracker retries on its own with backoff, so MLflow's own retries (up to
+    ~4 minutes per call) are turned off and the request timeout shortened: a dead server
+    must not hold the worker for minutes.
     """
     if is_file_store(uri):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     if is_http(uri):
+        # MLflow writes "View run ... at: <uri>" to stdout at the end of a run: a library
+        # must not print, and the URI may hold a password (the CLI prints it masked).
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")

@@ -55,7 +55,7 @@ def _view_after(success_by_family: dict[int, np.ndarray], chance: float = 0.0) -
     sched = Scheduler(cat, "uniform", seed=0)
     steps = len(next(iter(success_by_family.values())))
     for t in range(steps):
-        sched.report(
+        sched.record_outcomes(
             [
                 Outcome(arm=f, variant=0, reward=float(s[t]), success=float(s[t]))
                 for f, s in success_by_family.items()
@@ -157,7 +157,7 @@ def test_noise_debiased_progress_silences_coin_flips() -> None:
     cat = Catalog.synthetic(1, 1, 1)
     sched = Scheduler(cat, "uniform", seed=0)
     for t in range(400):
-        sched.report([Outcome(arm=0, variant=0, reward=coin[t], success=coin[t])])
+        sched.record_outcomes([Outcome(arm=0, variant=0, reward=coin[t], success=coin[t])])
     debiased = LearningProgress(min_samples=0, noise_z=2.0).weights(sched.view(), {})
     assert debiased[0] < raw[0]
 
@@ -223,7 +223,7 @@ def test_learning_progress_fades_near_the_ceiling() -> None:
     cat = Catalog.synthetic(1, 2, 1)
     sched = Scheduler(cat, "uniform", seed=0)
     for i in range(300):
-        sched.report(
+        sched.record_outcomes(
             [
                 Outcome(arm=0, variant=0, reward=ceiling[i], success=ceiling[i]),
                 Outcome(arm=1, variant=0, reward=low[i], success=low[i]),

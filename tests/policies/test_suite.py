@@ -241,7 +241,7 @@ def _report_each(
     """One outcome per arm (arm i gets success[i]) after advancing a step."""
     sched.next_batch(1)
     proc = process if process is not None else [float("nan")] * len(success)
-    sched.report(
+    sched.record_outcomes(
         [
             Outcome(arm=i, variant=0, reward=s, success=s, process=p)
             for i, (s, p) in enumerate(zip(success, proc, strict=True))
@@ -325,7 +325,7 @@ def test_advantage_variant_gives_a_ucb_bonus_to_rarely_seen_arms() -> None:
     sched = Scheduler(cat, PassRateBand(variant="advantage", min_samples=0, ucb=1.0))
     sched.next_batch(1)
     outcomes = [Outcome(arm=0, variant=0, reward=0.5, success=0.5)] * 50
-    sched.report([*outcomes, Outcome(arm=1, variant=0, reward=0.5, success=0.5)])
+    sched.record_outcomes([*outcomes, Outcome(arm=1, variant=0, reward=0.5, success=0.5)])
     w = _w(sched)
     assert w[1] > w[0] > 0.5  # same pass rate, fewer samples: larger bonus
 
@@ -336,7 +336,7 @@ def test_prioritized_replay_prefers_stale_arms() -> None:
     _report_each(sched, [0.5, 0.5, 0.5])
     for _ in range(10):
         sched.next_batch(1)
-        sched.report([Outcome(arm=a, variant=0, reward=0.5, success=0.5) for a in (1, 2)])
+        sched.record_outcomes([Outcome(arm=a, variant=0, reward=0.5, success=0.5) for a in (1, 2)])
     w = _w(sched)
     assert w[0] > w[1] and w[1] == pytest.approx(w[2])
 
@@ -345,7 +345,9 @@ def test_prioritized_replay_ranks_by_score_and_puts_unseen_first() -> None:
     cat = Catalog.synthetic(1, 4, 1)
     sched = Scheduler(cat, PrioritizedReplay(score="failure", rho=0.0))
     sched.next_batch(1)
-    sched.report([Outcome(arm=a, variant=0, reward=s, success=s) for a, s in enumerate([0.9, 0.1])])
+    sched.record_outcomes(
+        [Outcome(arm=a, variant=0, reward=s, success=s) for a, s in enumerate([0.9, 0.1])]
+    )
     w = _w(sched)
     assert w[2] == w[3] > w[1] > w[0]  # unseen, then failing more often, then passing
     # Ranks 1, 1 (tied unseen), 3, 4; with beta = 0.1 the PLR transform puts rank 3 and

@@ -199,5 +199,5 @@ def test_load_rejects_another_config_or_shape() -> None:
     with pytest.raises(ConfigError, match="breakers were saved with config"):
         _breakers(BreakerConfig()).load_state_dict(state)
     other = CircuitBreakers(Catalog.synthetic(n_domains=1, families_per_domain=2), CFG)
-    with pytest.raises(ConfigError, match=r"breakers\.state: shape \(6,\), expected \(2,\)"):
+    with pytest.raises(ConfigError, match=r"breakers\.state: expected shape \(2,\), got \(6,\)"):
         other.load_state_dict(state)

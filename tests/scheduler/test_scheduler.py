@@ -148,9 +148,10 @@ def test_double_and_foreign_reports_are_rejected() -> None:
 def test_outcome_list_report_and_unknown_arm() -> None:
     cat = _catalog()
     sched = Scheduler(cat, "uniform")
-    sched.next_batch(2)
-    sched.report([Outcome(arm=0, variant=0, reward=1.0, success=True, status="ok")])
-    assert sched.stats.count[0] == 1
+    batch = sched.next_batch(2)
+    arm, variant = int(batch.arm[0]), int(batch.variant[0])
+    sched.report([Outcome(arm=arm, variant=variant, reward=1.0, success=True, status="ok")])
+    assert sched.stats.count[arm] == 1
     before = sched.state_dict()
     with pytest.raises(ReportError, match="unknown arm"):
         sched.report(
@@ -510,6 +511,7 @@ def test_a_state_saved_before_previous_probes_were_kept_still_loads() -> None:
     added = ("prev_probe_score", "prev_probe_step", "lookahead_passed", "lookahead_n")
     for name in (*added, "lookahead_from"):
         del state["stats"][name]
+    state["format"], state["pending"] = 1, {}  # as format 1 wrote it
     again = Scheduler(cat, "uniform", seed=1)
     again.load_state_dict(state)
     assert np.isnan(again.stats.prev_probe_score).all()
@@ -524,6 +526,7 @@ def test_a_state_saved_before_innate_mastery_was_kept_counts_every_episode_as_ta
     _play(sched, 10, probe_every=3)
     state = sched.state_dict()
     del state["tiers"]["taught"], state["tiers"]["innate"]
+    state["format"], state["pending"] = 1, {}  # as format 1 wrote it
     again = Scheduler(cat, "uniform", seed=1)
     again.load_state_dict(state)
     per_family = np.bincount(cat.family_of_arm, weights=sched.stats.count, minlength=cat.n_families)
@@ -561,7 +564,8 @@ def test_probe_bounds_kept_probe_by_probe_match_a_fresh_computation() -> None:
     cat = _catalog()
     sched = Scheduler(cat, "uniform", seed=3)
     _play(sched, 12, probe_every=2)
-    sched.record_probes([0, 0, 5], [0.25, 0.75, 1.0], tiers=[1, 1, 0], n=[8, 8, 32], side=True)
+    sched.record_probes([0, 5], [0.25, 1.0], tiers=[1, 0], n=[8, 32], side=True)
+    sched.record_probes([0], [0.75], tiers=[1], n=[8], side=True)  # one arm twice: two calls
     every = np.arange(cat.n_arms)
     kept = sched._latest_probe_bounds(every)
     again = Scheduler(cat, "uniform", seed=3)

@@ -1,0 +1,293 @@
+"""Scheduler checkpoints: the versioned format, its named migrations, the whole-state check.
+
+``Scheduler.load_state_dict`` calls :func:`checked_state` first. It migrates an older
+format step by step, then checks every field of the state (each component checks its own
+part with ``check_state``; the structure comes from what the live components return, so a
+field added to one is checked too), and raises one ConfigError naming every bad field
+(``checkpoint: tiers.tier: must be in [0, 3), got 99 at [2]``). Only a state that passes
+is applied, so a rejected checkpoint changes nothing.
+
+Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every change):
+
+1. the first release. Fields added while it was current (``stats.prev_probe_*``,
+   ``stats.lookahead_*``, ``tiers.taught``, ``tiers.innate``, ``detectors.coin``,
+   ``cached_weights.tier``) may be missing.
+2. ``pending`` holds the rows of every batch awaiting a report with the drawing
+   scheduler's token (format 1 held only each batch's length), and every field is required
+   (``skill`` and ``skill_flags`` when the scheduler runs a skill model, as in format 1).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from policies import policy_params
+
+from ._errors import ConfigError
+from ._events import Event
+from ._pending import PendingBatches
+from ._state import ArmStats
+from ._statecheck import as_array, compare, finite_like, non_negative, rule
+
+if TYPE_CHECKING:
+    from ._scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+STATE_FORMAT = 2
+_SHOWN = 10  # problems spelled out in the message; the rest are counted
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One named step that takes a state of format ``version`` a step toward the next
+    format (the last step of a version sets ``format`` to ``version + 1``)."""
+
+    version: int
+    name: str
+    apply: Callable[[dict[str, Any], Scheduler], dict[str, Any]]
+
+
+def _fill_fields_added_in_v1(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """Fields added while format 1 was current get the value a fresh run starts with
+    (``tiers.taught``: the episodes the state's statistics counted per family, so no family
+    is called innate on faith)."""
+    stats = state.get("stats")
+    if isinstance(stats, Mapping):
+        fresh = ArmStats(sched.catalog.n_arms, sched.config.ema_fast, sched.config.ema_slow)
+        state["stats"] = {**fresh.state_dict(), **stats}
+    tiers, stats = state.get("tiers"), state.get("stats")
+    if isinstance(tiers, Mapping) and "taught" not in tiers and isinstance(stats, Mapping):
+        count = as_array(stats.get("count"))
+        if (
+            count is not None
+            and count.shape == (sched.catalog.n_arms,)
+            and count.dtype.kind in "iu"
+        ):
+            cat = sched.catalog
+            taught = np.bincount(cat.family_of_arm, weights=count, minlength=cat.n_families)
+            state["tiers"] = {**tiers, "taught": taught.astype(np.float64)}
+    cached = state.get("cached_weights")
+    if isinstance(cached, Mapping) and "tier" not in cached:
+        cat = sched.catalog
+        state["cached_weights"] = {**cached, "tier": 1.0 / cat.n_tiers[cat.family_of_arm]}
+    return state
+
+
+def _pending_rows(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """Format 1 kept only the length of each batch awaiting a report, too little to check
+    a report against: those batches are dropped (a report of one is refused as not
+    awaited). A checkpoint is normally taken after the step's report, so none are."""
+    old = state.get("pending")
+    if isinstance(old, Mapping) and old:
+        log.warning(
+            "checkpoint of format 1: %d batch(es) awaiting a report dropped (steps %s)",
+            len(old),
+            ", ".join(map(str, old)),
+        )
+    cat = sched.catalog
+    state["pending"] = PendingBatches(0, cat.family_of_arm, cat.tier_of_arm).state_dict()
+    return state
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "fill fields added in format 1", _fill_fields_added_in_v1),
+    Migration(1, "pending batches as rows", _pending_rows),
+)
+
+
+def migrate(state: Mapping[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """``state`` brought to ``STATE_FORMAT`` by the migrations, in order (a shallow copy;
+    the caller's state is never changed)."""
+    out = dict(state)
+    version = out.get("format")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ConfigError(f"checkpoint: unknown format {version!r}")
+    if version > STATE_FORMAT:
+        raise ConfigError(
+            f"checkpoint: format {version} was written by a newer version of "
+            f"curriculum-scheduler (this one reads up to {STATE_FORMAT}); upgrade to resume it"
+        )
+    while version < STATE_FORMAT:
+        for step in MIGRATIONS:
+            if step.version == version:
+                out = step.apply(out, sched)
+        version += 1
+        out["format"] = version
+    return out
+
+
+def checked_state(sched: Scheduler, state: Any) -> dict[str, Any]:
+    """``state`` migrated and checked whole against ``sched``; ConfigError lists every
+    problem. Pure: ``sched`` is read, never changed."""
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"checkpoint: must be a mapping, got {type(state).__name__}")
+    if state.get("catalog") != sched.catalog.fingerprint:
+        raise ConfigError(
+            "checkpoint: made with a different catalog (the manifests changed); "
+            "resume with the same manifests or start a new run"
+        )
+    mine = policy_params(sched.policy)
+    if state.get("policy") != mine:
+        raise ConfigError(
+            f"checkpoint: made with policy {state.get('policy')!r}, this scheduler runs {mine!r}"
+        )
+    migrated = migrate(state, sched)
+    problems = _problems(sched, migrated)
+    if problems:
+        shown = [f"checkpoint: {p}" for p in problems[:_SHOWN]]
+        more = len(problems) - _SHOWN
+        raise ConfigError("; ".join(shown) + (f"; and {more} more" if more > 0 else ""))
+    return migrated
+
+
+def _problems(sched: Scheduler, state: dict[str, Any]) -> list[str]:
+    cat = sched.catalog
+    live = sched.state_dict()
+    plain = ["seed", "step", "cursor", "cost", "cost_seen", "cost_alarm", "compute_ratio"]
+    plain += ["quota_short", "family_factor"]
+    problems = compare({k: live[k] for k in plain}, state, "")
+    for key in ("stats", "tiers", "breakers", "retries", "curves", "detectors", "rng"):
+        if key not in state:
+            problems.append(f"{key}: missing")
+    for key in ("policy_state", "pending", "events"):
+        if key not in state:
+            problems.append(f"{key}: missing")
+    if problems:
+        return problems
+    step = int(state["step"])
+    if step < 0:
+        problems.append(f"step: must be >= 0, got {step}")
+    if int(state["seed"]) < 0:
+        problems.append(f"seed: must be >= 0, got {state['seed']}")
+    non_negative(problems, state, ("cursor", "cost_seen", "family_factor"), "")
+    for key in ("cost", "compute_ratio", "family_factor"):
+        arr = np.asarray(state[key], dtype=np.float64)
+        rule(problems, key, arr, ~np.isfinite(arr), "must be finite")
+    for key in ("cost", "compute_ratio"):
+        arr = np.asarray(state[key], dtype=np.float64)
+        rule(problems, key, arr, arr <= 0, "must be > 0")
+    problems += _rng_problems(state["rng"])
+    template = sched.policy.init_state(cat)
+    policy = compare(template, state["policy_state"], "policy_state")
+    if not policy:
+        finite_like(policy, template, state["policy_state"], "policy_state")
+    problems += policy
+    problems += sched.stats.check_state(state["stats"])
+    problems += sched.tiers.check_state(state["tiers"])
+    problems += sched.breakers.check_state(state["breakers"])
+    problems += sched.retries.check_state(state["retries"])
+    problems += sched.curves.check_state(state["curves"])
+    problems += sched.detectors.check_state(state["detectors"])
+    problems += _skill_problems(sched, state)
+    problems += sched._pending.check_state(state["pending"], max(step, 0), cat.n_arms)
+    problems += _events_problems(state["events"], max(step, 0))
+    problems += _cached_problems(sched, state.get("cached_weights"), max(step, 0))
+    return problems
+
+
+def _skill_problems(sched: Scheduler, state: Mapping[str, Any]) -> list[str]:
+    """The skill model's part, when the scheduler runs one: the structure of its
+    ``state_dict()`` and the flags, then its own load rules tried on a scratch model (so
+    this stays in step with the model without a copy of its rules here)."""
+    if sched.skill is None:
+        return []
+    problems: list[str] = []
+    for key in ("skill", "skill_flags"):
+        if key not in state:
+            problems.append(f"{key}: missing")
+    if problems:
+        return problems
+    template = sched.skill.state_dict()
+    problems = compare(template, state["skill"], "skill")
+    problems += compare(sched._skill_flags, state["skill_flags"], "skill_flags")
+    if problems:
+        return problems
+    finite_like(
+        problems,
+        type(sched.skill)(sched.catalog, sched.skill.config).state_dict(),
+        state["skill"],
+        "skill",
+    )
+    if not problems:
+        scratch = type(sched.skill)(sched.catalog, sched.skill.config)
+        try:
+            scratch.load_state_dict(dict(state["skill"]))
+        except (KeyError, ValueError, TypeError) as exc:
+            text = str(exc)
+            problems.append(text if text.startswith("skill") else f"skill: {text}")
+    return problems
+
+
+def _rng_problems(rng: Any) -> list[str]:
+    if not isinstance(rng, Mapping) or rng.get("bit_generator") != "PCG64":
+        got = rng.get("bit_generator") if isinstance(rng, Mapping) else type(rng).__name__
+        return [f"rng: must be the state of a PCG64 generator, got {got!r}"]
+    scratch = np.random.PCG64()
+    try:
+        scratch.state = dict(rng)  # type: ignore[assignment]
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
+        return [f"rng: not a valid PCG64 state ({exc})"]
+    return []
+
+
+def _events_problems(events: Any, step: int) -> list[str]:
+    if not isinstance(events, list | tuple):
+        return [f"events: must be a list, got {type(events).__name__}"]
+    problems: list[str] = []
+    for i, e in enumerate(events):
+        where = f"events[{i}]"
+        if not isinstance(e, Mapping):
+            problems.append(f"{where}: must be a mapping, got {type(e).__name__}")
+            continue
+        try:
+            event = Event(**e)
+        except TypeError as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        if (
+            not isinstance(event.step, int)
+            or isinstance(event.step, bool)
+            or not (0 <= event.step <= step)
+        ):
+            problems.append(f"{where}.step: must be an integer in [0, {step}], got {event.step!r}")
+        if not isinstance(event.kind, str) or not event.kind:
+            problems.append(f"{where}.kind: must be a non-empty string, got {event.kind!r}")
+        for name in ("family", "domain"):
+            value = getattr(event, name)
+            if value is not None and not isinstance(value, str):
+                problems.append(f"{where}.{name}: must be a string or null, got {value!r}")
+        if not isinstance(event.payload, Mapping):
+            problems.append(f"{where}.payload: must be a mapping, got {event.payload!r}")
+        if len(problems) >= _SHOWN:
+            break
+    return problems
+
+
+def _cached_problems(sched: Scheduler, cached: Any, step: int) -> list[str]:
+    """The cached weights, if any: finite, non-negative, the family level a distribution."""
+    if cached is None:
+        return []
+    cat = sched.catalog
+    shapes = {"arm": cat.n_arms, "family": cat.n_families, "domain": cat.n_domains}
+    shapes["tier"] = cat.n_arms
+    template: dict[str, Any] = {k: np.zeros(n) for k, n in shapes.items()}
+    template["step"] = 0
+    problems = compare(template, cached, "cached_weights")
+    if problems:
+        return problems
+    if not 0 <= int(cached["step"]) <= step:
+        problems.append(f"cached_weights.step: must be in [0, {step}], got {cached['step']}")
+    for key in shapes:
+        arr = np.asarray(cached[key], dtype=np.float64)
+        where = f"cached_weights.{key}"
+        rule(problems, where, arr, ~np.isfinite(arr) | (arr < 0), "must be finite and >= 0")
+    family = np.asarray(cached["family"], dtype=np.float64)
+    if np.isfinite(family).all() and abs(float(family.sum()) - 1.0) > 1e-6:
+        problems.append(f"cached_weights.family: must sum to 1, got {float(family.sum())!r}")
+    return problems
