@@ -1070,6 +1070,22 @@ class Scheduler:
         result: FloatArray = np.nan_to_num((high - chance) / (1.0 - chance), nan=np.inf)
         return result
 
+    @property
+    def batch_token(self) -> int:
+        """The token this scheduler's batches carry (``Batch.token``)."""
+        return int(self._token)
+
+    def awaiting_report(self) -> bool:
+        """Whether any batch drawn is still awaiting its report."""
+        return bool(np.asarray(self._pending.state_dict()["step"]).size)
+
+    def adopt_token(self, token: int) -> None:
+        """Take another scheduler's batch token: replicas of one run (every rank of a
+        ReplicatedScheduler) draw the same batches and accept each other's reports."""
+        if self.awaiting_report():
+            raise ConfigError("adopt_token: batches are awaiting a report; adopt before drawing")
+        self._token = int(token)
+
     def held_back(self) -> npt.NDArray[np.bool_]:
         """bool [n_families]: families held to a small share because they cannot teach the
         model anything now: the skill model's idle and suspected-hacking flags (the legacy
@@ -1271,6 +1287,11 @@ class Scheduler:
         self.rng.bit_generator.state = dict(state["rng"])
         self.policy_state = copy.deepcopy(dict(state["policy_state"]))
         self._pending.load_state_dict(state["pending"])
+        # a resumed scheduler is the one that saved: it takes the token its awaited batches
+        # carry, so the batches it draws next carry it too (and the state matches the saver's)
+        tokens = np.asarray(state["pending"]["token"], dtype=np.int64)
+        if tokens.size:
+            self._token = int(tokens[-1])
         self._events = [Event(**e) for e in state["events"]]
         cached = state.get("cached_weights")
         if cached is None:

@@ -73,6 +73,10 @@ class ReplicatedScheduler:
         self._recording = recorder is not None  # the same on every rank
         self.recorder = recorder(scheduler) if recorder is not None and self.rank == 0 else None
         self._batches: dict[int, Batch] = {}  # global batches awaiting their report
+        # every replica carries rank 0's batch token, so their states are byte-equal
+        if not scheduler.awaiting_report():
+            token = broadcast(scheduler.batch_token if self.rank == 0 else None, group=group)
+            scheduler.adopt_token(int(token))
 
     def open(self, *, resume: bool = False) -> int | None:
         """Open the run on rank 0; with ``resume``, rank 0 restores the store's latest

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from .._errors import ConfigError
 from .._scheduler import Scheduler
 from .._serialize import dumps_state, loads_state
-from ._collective import all_gather
+from ._collective import all_gather, broadcast
 from ._columns import DatasetColumns
 from ._groups import Completions, GroupReport
 from ._repeat import CurriculumRepeatSampler
@@ -88,6 +88,9 @@ class GRPOCurriculum:
 
     def _ensure_stream(self, data_source: Any) -> CurriculumStream:
         if self._stream is None:
+            if self.gather and not self.scheduler.awaiting_report():
+                # replicas of one run carry rank 0's batch token: their states stay equal
+                self.scheduler.adopt_token(int(broadcast(self.scheduler.batch_token)))
             rows = RowIndex.from_dataset(self.scheduler.catalog, data_source, self.columns)
             self._stream = CurriculumStream(self.scheduler, rows, max_lag=self.max_lag)
             if self._saved is not None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._batch import Batch
+from .._batch import Batch, Outcome
 from .._errors import ConfigError
 from .._scheduler import Scheduler
 from ._groups import Completions, GroupReport, aggregate_groups
@@ -44,6 +44,7 @@ def batch_state(batch: Batch) -> dict[str, Any]:
         "tier": batch.tier.copy(),
         "variant": batch.variant.copy(),
         "attempt": attempt.copy(),
+        "token": int(batch.token),
     }
 
 
@@ -56,6 +57,7 @@ def batch_from_state(scheduler: Scheduler, state: Mapping[str, Any]) -> Batch:
         variant=np.asarray(state["variant"], dtype=np.int64),
         catalog=scheduler.catalog,
         attempt=np.asarray(state["attempt"], dtype=np.int64),
+        token=int(state.get("token", 0)),
     )
 
 
@@ -70,6 +72,7 @@ def sub_batch(batch: Batch, keep: npt.NDArray[np.bool_]) -> Batch:
         variant=batch.variant[keep],
         catalog=batch.catalog,
         attempt=attempt[keep],
+        token=batch.token,
     )
 
 
@@ -166,20 +169,36 @@ class CurriculumStream:
         if keep.any():
             g = at[keep]
             part = batch if keep.all() else sub_batch(batch, keep)
-            self.scheduler.report(
-                part,
-                rewards=groups.reward[g],
-                success=np.clip(groups.success[g], 0.0, 1.0),
-                process=groups.process[g],
-                cost=groups.cost[g],
-            )
+            success = np.clip(groups.success[g], 0.0, 1.0)
+            if keep.all():
+                self.scheduler.report(
+                    part,
+                    rewards=groups.reward[g],
+                    success=success,
+                    process=groups.process[g],
+                    cost=groups.cost[g],
+                )
+            else:  # a batch is reported whole or task by task: the scored tasks as Outcomes
+                self.scheduler.report(
+                    [
+                        Outcome(int(a), int(v), float(r), float(s), float(pr), float(c))
+                        for a, v, r, s, pr, c in zip(
+                            part.arm,
+                            part.variant,
+                            groups.reward[g],
+                            success,
+                            groups.process[g],
+                            groups.cost[g],
+                            strict=True,
+                        )
+                    ]
+                )
             n = self.index.catalog.n_arms
             self.groups += np.bincount(part.arm, minlength=n)
             flat = groups.zero_variance[g].astype(np.float64)
             self.zero_variance += np.bincount(part.arm, weights=flat, minlength=n).astype(np.int64)
         else:
             log.warning("block %d: no scored completion; nothing reported", batch.step)
-            self.scheduler.report(sub_batch(batch, keep), rewards=np.zeros(0))
         self.last_round = groups
         return groups
 
