@@ -38,7 +38,7 @@ from ._breakers import BreakerConfig, CircuitBreakers
 from ._checkpoint import STATE_FORMAT, checked_state
 from ._curves import ProbeCurves
 from ._detectors import DetectorConfig, Detectors
-from ._errors import ReportError
+from ._errors import ConfigError, ReportError
 from ._events import Event
 from ._pending import PendingBatches
 from ._probes import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot, call_probe_many
