@@ -3,6 +3,7 @@
 from ._batch import Batch, Outcome, Status, TaskRef
 from ._breakers import BreakerConfig, CircuitBreakers
 from ._curves import ProbeCurves, theil_sen
+from ._demand import Demand
 from ._detectors import (
     DetectorConfig,
     Detectors,
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigError",
     "CurriculumBatchSampler",
     "DatasetColumns",
+    "Demand",
     "DetectorConfig",
     "Detectors",
     "DomainCurves",
