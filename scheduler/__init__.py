@@ -26,8 +26,10 @@ from ._probes import (
     PriorityWeights,
     ProbeResults,
     ProbeRound,
+    ProbeExecutor,
     ProbeRunner,
     ProbeSnapshot,
+    ThreadProbeExecutor,
     priority_scores,
 )
 from ._recorder import RecordingConfig, RunRecorder
@@ -43,6 +45,7 @@ _LAZY = {
     "CurriculumBatchSampler": ".integrations._torch",
     "DatasetColumns": ".integrations._columns",
     "RowIndex": ".integrations._rows",
+    "RayProbeExecutor": "._ray_probes",  # imports ray when built, not when imported
 }
 
 
@@ -73,10 +76,12 @@ __all__ = [
     "PlateauConfig",
     "PriorityWeights",
     "ProbeCurves",
+    "ProbeExecutor",
     "ProbeResults",
     "ProbeRound",
     "ProbeRunner",
     "ProbeSnapshot",
+    "RayProbeExecutor",
     "RecordingConfig",
     "RegressionConfig",
     "ReportError",
@@ -91,6 +96,7 @@ __all__ = [
     "SimulationRun",
     "Status",
     "TaskRef",
+    "ThreadProbeExecutor",
     "TierTimeline",
     "UnlearnableConfig",
     "Weights",
