@@ -24,9 +24,9 @@ from ._figures import (
 from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
 from ._probes import (
     PriorityWeights,
+    ProbeExecutor,
     ProbeResults,
     ProbeRound,
-    ProbeExecutor,
     ProbeRunner,
     ProbeSnapshot,
     ThreadProbeExecutor,

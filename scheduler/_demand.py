@@ -72,8 +72,7 @@ def expected_demand(sched: Scheduler, steps: int, batch_size: int) -> Demand:
     """The expected tasks per arm, family and environment over the next ``steps`` batches."""
     if steps < 1 or batch_size < 1:
         raise ConfigError(
-            f"demand: steps and batch_size must be >= 1, got steps={steps}, "
-            f"batch_size={batch_size}"
+            f"demand: steps and batch_size must be >= 1, got steps={steps}, batch_size={batch_size}"
         )
     cat = sched.catalog
     weights = _current_weights(sched)

@@ -32,7 +32,9 @@ for version in "${versions[@]}"; do
   rm -rf "$env"
   "$PYTHON" -m venv "$env"
   "$env/bin/python" -m pip install -q --upgrade pip
-  nice -n 10 "$env/bin/python" -m pip install -q -c "$CONSTRAINTS" -r "$req"
+  # (pip warns about every package the local indexes lack; those lines say nothing here)
+  nice -n 10 "$env/bin/python" -m pip install -q -c "$CONSTRAINTS" -r "$req" \
+    2> >(grep -v "^WARNING: Location" >&2)
   "$env/bin/python" -m pip check
   touch "$env/.complete"
   # older builds of the same version are stale now

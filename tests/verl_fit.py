@@ -32,7 +32,7 @@ domains:
   - name: math
     families:
       - {name: easy, environment: calc_sandbox, verification: exact, tiers: 2, variants: {count: 4}}
-      - {name: hard, environment: proof_checker, verification: exact, tiers: 2, variants: {count: 4}}
+      - {name: hard, environment: prover, verification: exact, tiers: 2, variants: {count: 4}}
   - name: games
     families:
       - {name: coin, environment: coin_env, verification: exact, tiers: 1, variants: {count: 4}}
@@ -164,7 +164,10 @@ def fit_step(
     )
     gen_batch = batch.select(non_tensor_batch_keys=["raw_prompt"])
     gen_batch = gen_batch.repeat(repeat_times=n, interleave=True)
-    texts = [tok.apply_chat_template(list(m), tokenize=False) for m in gen_batch.non_tensor_batch["raw_prompt"]]
+    texts = [
+        tok.apply_chat_template(list(m), tokenize=False)
+        for m in gen_batch.non_tensor_batch["raw_prompt"]
+    ]
     enc = tok(texts, return_tensors="pt", padding=True)
     torch.manual_seed(1000 + step)  # the rollout is random, and the same in a resumed run
     with torch.no_grad():

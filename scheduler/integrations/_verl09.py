@@ -61,9 +61,13 @@ class CurriculumDataset(RLHFDataset):  # type: ignore[misc]
                 "data.dataloader_num_workers: must be 0 with the curriculum dataset (workers "
                 "would fetch rows before the previous step's feedback arrives)"
             )
-        options = VerlOptions.from_config(plain(config.get("curriculum")), config, "data.curriculum")
+        options = VerlOptions.from_config(
+            plain(config.get("curriculum")), config, "data.curriculum"
+        )
         scheduler = options.scheduler()
-        self.feed = CurriculumFeed(scheduler, RowTable(scheduler.catalog, options, self.dataframe), options)
+        self.feed = CurriculumFeed(
+            scheduler, RowTable(scheduler.catalog, options, self.dataframe), options
+        )
 
     def __getitem__(self, item: int) -> dict[str, Any]:
         if self.feed is None:

@@ -63,9 +63,10 @@ class VerlOptions:
     def from_config(cls, options: Mapping[str, Any], data_config: Any, where: str) -> VerlOptions:
         """Validate ``options`` (a plain mapping) as a whole; ``where`` names the config
         node in every error (``data.sampler``)."""
-        known = {f.name for f in fields(cls)} | {"class_path", "class_name"}
+        names = {f.name for f in fields(cls)}
+        known = names | {"class_path", "class_name"}  # verl's own keys of data.sampler
         problems = [
-            f"{where}.{key}: unknown option (known: {', '.join(sorted(known - {'class_path', 'class_name'}))})"
+            f"{where}.{key}: unknown option (known: {', '.join(sorted(names))})"
             for key in options
             if key not in known
         ]
@@ -75,16 +76,14 @@ class VerlOptions:
         if not manifests or not all(isinstance(m, str) for m in manifests):
             problems.append(f"{where}.manifests: required, a path or a list of paths")
             manifests = ()
-        values: dict[str, Any] = {
-            k: v for k, v in options.items() if k in known and k not in ("class_path", "class_name")
-        }
+        values: dict[str, Any] = {k: v for k, v in options.items() if k in names}
         values["manifests"] = tuple(manifests)
         if values.get("batch_size") is None:
             size = _get(data_config, "gen_batch_size") or _get(data_config, "train_batch_size")
             values["batch_size"] = size
         if values.get("seed") is None:
             values["seed"] = _get(data_config, "seed") or 0
-        for name, kind, low in (("seed", int, 0), ("batch_size", int, 1), ("max_lag", int, 0)):
+        for name, low in (("seed", 0), ("batch_size", 1), ("max_lag", 0)):
             value = values.get(name, low)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 problems.append(f"{where}.{name}: must be an integer >= {low}, got {value!r}")
@@ -375,9 +374,7 @@ class CurriculumFeed:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if not isinstance(state, Mapping) or state.get("format") != FEED_FORMAT:
             got = state.get("format") if isinstance(state, Mapping) else type(state).__name__
-            raise ConfigError(
-                f"verl curriculum checkpoint: format {got!r}, expected {FEED_FORMAT}"
-            )
+            raise ConfigError(f"verl curriculum checkpoint: format {got!r}, expected {FEED_FORMAT}")
         self.scheduler.load_state_dict(loads_state(state["scheduler"]))
         cat = self.scheduler.catalog
         self.pending = OrderedDict(

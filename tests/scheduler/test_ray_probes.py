@@ -42,7 +42,9 @@ def test_ray_probes_feed_the_curves_and_a_failing_one_opens_its_breaker(local_ra
     from scheduler import RayProbeExecutor
 
     cat = Catalog.synthetic(2, 2, 2)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(breakers=BreakerConfig(probe_failures=2)))
+    sched = Scheduler(
+        cat, "uniform", config=SchedulerConfig(breakers=BreakerConfig(probe_failures=2))
+    )
     broken = cat.family_names[3]
 
     def probe(family: str, tier: int) -> tuple[float, int]:

@@ -120,8 +120,16 @@ def test_rewards_move_the_weights_and_the_draws_follow_them(tmp_path: Path) -> N
     assert not np.allclose(before, after, atol=1e-3)
     # the same run with the rewards swapped ends with other weights
     swapped = _trainer(tmp_path / "b")
-    _run(swapped, 30, reward=lambda f, t, r: verl_fit.default_reward({"easy": "hard", "hard": "easy"}.get(f, f), t, r))
-    assert not np.allclose(swapped.train_dataloader.sampler.scheduler.weights().family, after, atol=1e-3)
+    _run(
+        swapped,
+        30,
+        reward=lambda f, t, r: verl_fit.default_reward(
+            {"easy": "hard", "hard": "easy"}.get(f, f), t, r
+        ),
+    )
+    assert not np.allclose(
+        swapped.train_dataloader.sampler.scheduler.weights().family, after, atol=1e-3
+    )
     # what was drawn follows the weights in force at each draw
     e, d = out["expected"], out["drawn"]
     assert d.sum() == e.sum() == 30 * B
