@@ -5,8 +5,9 @@ A sandbox pool reads it to start and warm the right environments before the draw
 so cold starts do not throttle the rollout. The expectation mirrors ``Scheduler.next_batch``
 term by term: the retry queue's rows come first (exactly, oldest first, up to the retry
 share of each batch), the fresh draws split by the family weights, and each family's draws
-split over its tiers as the tier controller draws them (adjacent share, review share, a
-separate family's own tier weights). It assumes no new faults and no weight change during
+split over its tiers as the draw splits them (the skill model's Thompson draw in closed
+form; or the tier controller's adjacent and review shares; a separate family's own tier
+weights). It assumes no new faults and no weight change during
 the window (the weights are those the next batch would use, before the breakers' tick).
 
 Nothing here touches the RNG or leaves a trace on the scheduler: a stale weight cache is
@@ -16,10 +17,11 @@ computed and then put back as it was, so the next batch is the one it would have
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import ndtr
 
 from ._errors import ConfigError
 
@@ -136,6 +138,54 @@ def _retries_ahead(sched: Scheduler, steps: int, batch_size: int) -> IntArray:
 def _tier_split(sched: Scheduler, weights: Weights) -> FloatArray:
     """float64 [n_arms]: the share of each family's draws that goes to each of its tiers."""
     cat = sched.catalog
+    skill = getattr(sched, "skill", None)
+    split = _controller_split(sched) if skill is None else _skill_split(cat, skill)
+    separate = cat.tier_separate[cat.family_of_arm]
+    if separate.any():  # separate skills: the family's own tier weights
+        split = np.where(separate, weights.tier, split)
+    return split
+
+
+def _skill_split(catalog: Catalog, skill: Any) -> FloatArray:
+    """``SkillModel.draw_tiers`` in closed form. It Thompson-samples each family's skill
+    from N(mu, var) and takes the tier nearest the target pass rate,
+    clip(rint(theta - offset), 0, top): tier t holds theta - offset in [t - 1/2, t + 1/2),
+    and the end tiers hold the tails; then a ``contrast`` share of a family whose slope is
+    untested moves one tier down (up from tier 0). tests/scheduler/test_demand.py checks this
+    against real draws, so a change to the draw that is not mirrored here fails there."""
+    mu, var = skill.belief()
+    cfg = skill.config
+    offset = np.log(cfg.target / (1.0 - cfg.target)) / cfg.slope
+    fam, tier = catalog.family_of_arm, catalog.tier_of_arm
+    top = catalog.n_tiers[fam] - 1
+    sd = np.maximum(np.sqrt(var[fam]), 1e-300)
+    low = np.where(tier == 0, -np.inf, tier - 0.5)
+    high = np.where(tier == top, np.inf, tier + 0.5)
+    split: FloatArray = ndtr((high + offset - mu[fam]) / sd) - ndtr((low + offset - mu[fam]) / sd)
+    contrast = float(getattr(cfg, "contrast", 0.0))
+    if contrast > 0:  # an untested family's contrast share goes one tier down (up from 0)
+        untested = skill.untested_slope() if hasattr(skill, "untested_slope") else _untested(skill)
+        beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
+        moved = np.zeros_like(split)
+        np.add.at(moved, catalog.arm_start[fam] + beside, split)
+        share = np.where(untested[fam], contrast, 0.0)
+        split = (1.0 - share) * split + share * moved
+    return split
+
+
+def _untested(skill: Any) -> npt.NDArray[np.bool_]:
+    """bool [n_families]: the families whose slope the skill model still tests (the ones
+    ``SkillModel.draw_tiers`` sends a contrast share beside their tier)."""
+    from policies import _skill
+
+    result: npt.NDArray[np.bool_] = skill._slope_z()[1] < _skill._SLOPE_INFO_MIN
+    return result
+
+
+def _controller_split(sched: Scheduler) -> FloatArray:
+    """The tier controller's draw: the current tier, an adjacent one for a share, and the
+    review share sent to a tier left behind."""
+    cat = sched.catalog
     cfg = sched.tiers.config
     n_f = cat.n_families
     families = np.arange(n_f, dtype=np.int64)
@@ -156,7 +206,4 @@ def _tier_split(sched: Scheduler, weights: Weights) -> FloatArray:
         split *= 1.0 - share[cat.family_of_arm]
         has = target >= 0
         np.add.at(split, cat.arm_start[:-1][has] + target[has], share[has])
-    separate = cat.tier_separate[cat.family_of_arm]
-    if separate.any():  # separate skills: the family's own tier weights
-        split = np.where(separate, weights.tier, split)
     return split
