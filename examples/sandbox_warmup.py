@@ -8,7 +8,8 @@ episode in a warm one, so a rollout fleet keeps a few environments warm. Which f
 tasks found their environment warm: the hit rate. Beside it run two pools without the hint:
 one keeps the ``k`` environments with the most families warm for the whole run, the other
 keeps warm the ``k`` that the previous window drew most (a pool that reacts to what it saw);
-and the best any choice could have done (the window's own top ``k``, known only afterwards).
+a pool that warms ``k`` environments at random each window (the floor); and the best any
+choice could have done (the window's own top ``k``, known only afterwards).
 
     .venv/bin/python examples/sandbox_warmup.py --steps 300 --k 6
 
@@ -76,11 +77,14 @@ def run(
     static_pool.keep(_top(families_per_env, names, k))
     reactive_pool = WarmPool(names, k)
     reactive_pool.keep(static_pool.names_warm())
+    random_pool = WarmPool(names, k)
+    pick = np.random.default_rng(seed + 1)
     best_hits = 0
     window = np.zeros(len(names))  # tasks per environment in the current window
     for step in range(steps):
         if step % horizon == 0:  # plan the next window from the expected demand
             demand_pool.keep([name for name, _ in sched.demand(horizon, batch).top_environments(k)])
+            random_pool.keep([names[i] for i in pick.choice(len(names), k, replace=False)])
             if step:
                 reactive_pool.keep(_top(window, names, k))
                 best_hits += int(np.sort(window)[::-1][:k].sum())
@@ -88,7 +92,7 @@ def run(
         drawn = sched.next_batch(batch)
         env = env_of_family[drawn.family]
         window += np.bincount(env, minlength=len(names))
-        for pool in (demand_pool, static_pool, reactive_pool):
+        for pool in (demand_pool, static_pool, reactive_pool, random_pool):
             pool.serve(env)
         sched.report(drawn, learner.run(drawn))
     best_hits += int(np.sort(window)[::-1][:k].sum())
@@ -96,6 +100,7 @@ def run(
         "demand_hit_rate": demand_pool.hit_rate,
         "static_hit_rate": static_pool.hit_rate,
         "reactive_hit_rate": reactive_pool.hit_rate,
+        "random_hit_rate": random_pool.hit_rate,
         "best_hit_rate": best_hits / max(demand_pool.tasks, 1),
         "demand_starts": float(demand_pool.starts),
         "environments": float(len(names)),
@@ -118,6 +123,7 @@ def main() -> None:
     print(f"hit rate, warmed from sched.demand():      {out['demand_hit_rate']:.1%}")
     print(f"hit rate, the {args.k} largest kept warm:      {out['static_hit_rate']:.1%}")
     print(f"hit rate, last window's top {args.k} kept warm: {out['reactive_hit_rate']:.1%}")
+    print(f"hit rate, {args.k} at random each window:      {out['random_hit_rate']:.1%}")
     print(f"hit rate at best (each window's own top {args.k}): {out['best_hit_rate']:.1%}")
     print(f"environments started ahead of time: {int(out['demand_starts'])}")
 
