@@ -26,7 +26,20 @@ _LAZY = {
 __all__ = ["CurriculumDataset", "CurriculumSampler", "FeedStats", "VerlOptions"]
 
 
+_NEEDS = {
+    "CurriculumSampler": "verl 0.5 to 0.7 (verl.experimental.dataset.sampler)",
+    "CurriculumDataset": "verl 0.8 or later (verl.utils.dataset.rl_dataset)",
+}
+
+
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name], __package__), name)
-    raise AttributeError(f"module 'scheduler.integrations.verl' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'scheduler.integrations.verl' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(_LAZY[name], __package__)
+    except ImportError as exc:
+        raise ImportError(
+            f"scheduler.integrations.verl.{name} needs {_NEEDS[name]}: {exc} "
+            "(docs/integrations.md; scripts/verl/ lists a working set of pins)"
+        ) from exc
+    return getattr(module, name)

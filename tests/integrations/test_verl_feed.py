@@ -165,3 +165,19 @@ def test_the_feed_state_restores_the_stream_mid_batch(tmp_path: Path) -> None:
     assert [a.next_row() for _ in range(10)] == [b.next_row() for _ in range(10)]
     with pytest.raises(ConfigError, match="format"):
         b.load_state_dict({"format": 99})
+
+
+def test_the_verl_module_imports_verl_only_when_a_name_is_read() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, scheduler.integrations.verl as v\n"
+        "assert 'verl' not in sys.modules and 'torch' not in sys.modules, 'eager import'\n"
+        "try:\n"
+        "    v.CurriculumSampler\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "CurriculumSampler needs verl 0.5 to 0.7" in out.stdout
