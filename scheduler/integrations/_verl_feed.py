@@ -48,7 +48,7 @@ class VerlOptions:
     verl 0.7, ``+data.curriculum.<key>`` for verl 0.8+)."""
 
     manifests: tuple[str, ...]  # domain manifests: files, directories or globs
-    policy: str = "learning_progress"
+    policy: str | None = None  # a registered policy; None: the scheduler's default
     seed: int = 0
     family_field: str | None = None  # extra_info key of the family; None: data_source
     tier_field: str = "tier"  # extra_info key of the tier (an id or a tier name)
@@ -97,6 +97,8 @@ class VerlOptions:
 
     def scheduler(self) -> Scheduler:
         catalog = load_catalog(*self.manifests)
+        if self.policy is None:
+            return Scheduler(catalog, seed=self.seed, **self.policy_options)
         return Scheduler(catalog, policy=self.policy, seed=self.seed, **self.policy_options)
 
 
