@@ -28,7 +28,8 @@ from ._errors import ConfigError
 if TYPE_CHECKING:
     from domains import Catalog
 
-    from ._scheduler import Scheduler, Weights
+    from ._scheduler import Scheduler
+    from ._weights import Weights
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -39,7 +39,7 @@ from ._checkpoint import STATE_FORMAT, checked_state
 from ._curves import ProbeCurves
 from ._demand import Demand, expected_demand
 from ._detectors import DetectorConfig, Detectors
-from ._errors import ReportError
+from ._errors import ConfigError, ReportError
 from ._events import Event
 from ._pending import PendingBatches
 from ._probes import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot, call_probe_many

@@ -367,6 +367,7 @@ class CurriculumFeed:
                     "tier": b.tier.copy(),
                     "variant": b.variant.copy(),
                     "attempt": None if b.attempt is None else b.attempt.copy(),
+                    "token": int(b.token),
                 }
                 for b in self.pending.values()
             ],
@@ -390,6 +391,7 @@ class CurriculumFeed:
                     variant=np.asarray(p["variant"], dtype=np.int64),
                     catalog=cat,
                     attempt=None if p["attempt"] is None else np.asarray(p["attempt"], np.int64),
+                    token=int(p.get("token", 0)),
                 ),
             )
             for p in state["pending"]
