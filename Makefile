@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck venv clean bench
+.PHONY: demo test lint typecheck venv clean bench verl-envs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ test: $(STAMP)
 	$(BIN)/ruff check scheduler domains policies tests bench configs examples
 	$(BIN)/ruff format --check scheduler domains policies tests bench configs examples
 	$(BIN)/mypy
+
+# One environment per verl version for tests/integrations/test_verl_envs.py (cached outside
+# the clone; .ci/run builds them before `make test`).
+verl-envs:
+	scripts/build_verl_envs.sh
 
 bench: $(STAMP)
 	$(BIN)/python bench/quality.py

@@ -3,6 +3,7 @@
 from ._batch import Batch, Outcome, Status, TaskRef
 from ._breakers import BreakerConfig, CircuitBreakers
 from ._curves import ProbeCurves, theil_sen
+from ._demand import Demand
 from ._detectors import (
     DetectorConfig,
     Detectors,
@@ -23,10 +24,12 @@ from ._figures import (
 from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
 from ._probes import (
     PriorityWeights,
+    ProbeExecutor,
     ProbeResults,
     ProbeRound,
     ProbeRunner,
     ProbeSnapshot,
+    ThreadProbeExecutor,
     priority_scores,
 )
 from ._recorder import RecordingConfig, RunRecorder
@@ -42,6 +45,7 @@ _LAZY = {
     "CurriculumBatchSampler": ".integrations._torch",
     "DatasetColumns": ".integrations._columns",
     "RowIndex": ".integrations._rows",
+    "RayProbeExecutor": "._ray_probes",  # imports ray when built, not when imported
 }
 
 
@@ -61,6 +65,7 @@ __all__ = [
     "ConfigError",
     "CurriculumBatchSampler",
     "DatasetColumns",
+    "Demand",
     "DetectorConfig",
     "Detectors",
     "DomainCurves",
@@ -71,10 +76,12 @@ __all__ = [
     "PlateauConfig",
     "PriorityWeights",
     "ProbeCurves",
+    "ProbeExecutor",
     "ProbeResults",
     "ProbeRound",
     "ProbeRunner",
     "ProbeSnapshot",
+    "RayProbeExecutor",
     "RecordingConfig",
     "RegressionConfig",
     "ReportError",
@@ -89,6 +96,7 @@ __all__ = [
     "SimulationRun",
     "Status",
     "TaskRef",
+    "ThreadProbeExecutor",
     "TierTimeline",
     "UnlearnableConfig",
     "Weights",

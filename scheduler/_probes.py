@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -142,6 +142,44 @@ def priority_scores(snapshot: ProbeSnapshot, weights: PriorityWeights | None = N
     )
 
 
+class ProbeExecutor(Protocol):
+    """Where probe calls run: a thread pool here, Ray tasks in ``RayProbeExecutor``.
+
+    ``submit`` calls ``on_start()`` when the call starts (the timeout counts from then) and
+    returns a Future of ``probe_fn(family, tier)``. ``abandon`` is told of a call that ran
+    past its timeout (a thread cannot be stopped; a Ray task can be cancelled)."""
+
+    def submit(
+        self, probe_fn: ProbeFn, family: str, tier: int, on_start: Callable[[], None]
+    ) -> Future[Any]: ...
+
+    def abandon(self, future: Future[Any]) -> None: ...
+
+    def shutdown(self, *, wait: bool, cancel_futures: bool) -> None: ...
+
+
+class ThreadProbeExecutor:
+    """The default executor: a thread pool in this process."""
+
+    def __init__(self, max_workers: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="probe")
+
+    def submit(
+        self, probe_fn: ProbeFn, family: str, tier: int, on_start: Callable[[], None]
+    ) -> Future[Any]:
+        def run() -> Any:
+            on_start()
+            return probe_fn(family, tier)
+
+        return self._pool.submit(run)
+
+    def abandon(self, future: Future[Any]) -> None:
+        """Nothing to do: the thread runs on, and its result is ignored."""
+
+    def shutdown(self, *, wait: bool, cancel_futures: bool) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
 @dataclass
 class _Call:
     family: int
@@ -155,7 +193,8 @@ class _Call:
 
 
 class ProbeRunner:
-    """Runs ``probe_fn(family_name, tier) -> score | (score, n)`` in rounds, in threads.
+    """Runs ``probe_fn(family_name, tier) -> score | (score, n)`` in rounds, in threads
+    (or on any ``executor``, such as ``RayProbeExecutor``: the same timeouts and backoff).
 
     Each round probes up to ``budget`` families at their snapshot tier, by priority, and up
     to ``side_budget`` (default: ``budget``) of the snapshot's side targets in their order
@@ -181,6 +220,7 @@ class ProbeRunner:
         every_steps: int | None = None,
         priority: PriorityWeights | None = None,
         side_budget: int | None = None,
+        executor: ProbeExecutor | None = None,
     ) -> None:
         checks: tuple[tuple[str, object, bool, str], ...] = (
             ("budget", budget, budget >= 1, "must be >= 1"),
@@ -223,7 +263,7 @@ class ProbeRunner:
         self._last_round_step: int | None = None
         self._stopped = False
         self._counters = dict.fromkeys(_COUNTERS, 0)
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="probe")
+        self._executor: ProbeExecutor = executor or ThreadProbeExecutor(max_workers)
         self._aps: Any = None  # apscheduler BackgroundScheduler while started
 
     # ------------------------------------------------------------------ rounds
@@ -296,7 +336,12 @@ class ProbeRunner:
     def _submit(self, call_id: int) -> None:
         call = self._calls[call_id]
         try:
-            future = self._pool.submit(self._invoke, call_id)
+            future = self._executor.submit(
+                self.probe_fn,
+                self.family_names[call.family],
+                call.tier,
+                lambda: self._mark_started(call_id),
+            )
         except RuntimeError:  # the pool was shut down by stop() meanwhile
             with self._lock:
                 self._calls.pop(call_id, None)
@@ -307,11 +352,11 @@ class ProbeRunner:
             self._counters["submitted"] += 1
         future.add_done_callback(lambda fut: self._on_done(call_id, fut))
 
-    def _invoke(self, call_id: int) -> Any:
+    def _mark_started(self, call_id: int) -> None:
         with self._lock:
-            call = self._calls[call_id]
-            call.started = time.monotonic()
-        return self.probe_fn(self.family_names[call.family], call.tier)
+            call = self._calls.get(call_id)
+            if call is not None:
+                call.started = time.monotonic()
 
     def _on_done(self, call_id: int, future: Future[Any]) -> None:
         now = time.monotonic()
@@ -383,6 +428,7 @@ class ProbeRunner:
                     continue
                 if call.started is not None and now - call.started > self.timeout_s:
                     call.abandoned = True
+                    self._executor.abandon(call.future)
                     self._counters["timed_out"] += 1
                     error = f"timeout: no result after {self.timeout_s:g}s (thread abandoned)"
                     self._post(call, None, error, now)
@@ -527,7 +573,7 @@ class ProbeRunner:
         if aps is not None:
             aps.shutdown(wait=True)  # its one job only submits, so this returns at once
         closer = threading.Thread(
-            target=self._pool.shutdown,
+            target=self._executor.shutdown,
             kwargs={"wait": True, "cancel_futures": True},
             name="probe-shutdown",
             daemon=True,

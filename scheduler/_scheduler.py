@@ -37,6 +37,7 @@ from ._batch import Batch, Outcome, Status
 from ._breakers import BreakerConfig, CircuitBreakers
 from ._checkpoint import STATE_FORMAT, checked_state
 from ._curves import ProbeCurves
+from ._demand import Demand, expected_demand
 from ._detectors import DetectorConfig, Detectors
 from ._errors import ConfigError, ReportError
 from ._events import Event
@@ -169,6 +170,7 @@ class Scheduler:
         self._pending = PendingBatches(
             self.config.report_window, catalog.family_of_arm, catalog.tier_of_arm
         )
+        self._last_batch_size: int | None = None  # demand()'s default batch size
         self._events: list[Event] = []
         self._weights: Weights | None = None
         self._cdf: FloatArray | None = None
@@ -524,8 +526,18 @@ class Scheduler:
         )
         assert batch.attempt is not None
         self._pending.add(self.step, self._token, batch.arm, batch.variant, batch.attempt)
+        self._last_batch_size = n
         self.step += 1
         return batch
+
+    def demand(self, steps: int, batch_size: int | None = None) -> Demand:
+        """Expected tasks per arm, family and environment over the next ``steps`` batches
+        (of ``batch_size``, by default the last batch's), at the current weights, quotas and
+        tiers; draws nothing and leaves the RNG as it is (scheduler/_demand.py)."""
+        size = batch_size if batch_size is not None else self._last_batch_size
+        if size is None:
+            raise ConfigError("demand: no batch drawn yet; pass batch_size")
+        return expected_demand(self, steps, size)
 
     # ------------------------------------------------------------------ feedback
     def report(

@@ -109,7 +109,9 @@ def torch_safe_globals() -> list[Any]:
     (or ``torch.serialization.add_safe_globals(torch_safe_globals())`` once). Every entry
     rebuilds an array, a dtype or a scalar from its bytes; none can run code.
     ``dumps_state`` / ``loads_state`` need no torch at all."""
-    core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
+    # numpy 1.26 has a stub np._core without multiarray; its pickles name numpy.core
+    numpy2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+    core = getattr(np, "_core") if numpy2 else np.core  # noqa: B009 (numpy 1 stubs lack it)
     types: list[Any] = [np.ndarray, np.dtype, core.multiarray._reconstruct, bytes]
     types.append(core.multiarray.scalar)
     types += [getattr(np.dtypes, name) for name in np.dtypes.__all__]

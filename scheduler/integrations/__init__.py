@@ -2,7 +2,8 @@
 
 Each adapter imports its framework only when first used, so ``import scheduler`` (and this
 package) stays light. The TRL adapter is the submodule ``scheduler.integrations.trl`` (extra
-``[trl]``); the replicated scheduler over torch.distributed is ``scheduler.distributed``.
+``[trl]``); the replicated scheduler over torch.distributed is ``scheduler.distributed``;
+verl's curriculum sampler (0.5-0.7) and dataset (0.8+) are ``scheduler.integrations.verl``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""Scheduler.demand: the expected draws of the next steps, computed without drawing."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from domains import Catalog, load_catalog
+from policies import TierConfig
+from scheduler import ConfigError, Scheduler, SchedulerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _trained(catalog: Catalog, *, adjacent: float = 0.2, steps: int = 60, n: int = 64) -> Scheduler:
+    """A scheduler some way into a run: tiers moved, weights uneven, retries queued."""
+    config = SchedulerConfig(tiers=TierConfig(adjacent_share=adjacent, promote_at=0.6))
+    sched = Scheduler(catalog, seed=3, config=config)
+    rng = np.random.default_rng(0)
+    easy = rng.random(catalog.n_families)  # each family's skill
+    for _ in range(steps):
+        batch = sched.next_batch(n)
+        p = np.clip(easy[batch.family] - 0.25 * batch.tier + 0.3, 0, 1)
+        success = (rng.random(len(batch)) < p).astype(float)
+        status = np.where(rng.random(len(batch)) < 0.03, "env_error", "ok")
+        sched.report(batch, rewards=success, success=success, status=status)
+    fam = np.arange(catalog.n_families)
+    scores = np.clip(easy - 0.25 * sched.tiers.tier + 0.3, 0, 1)
+    sched.record_probes(fam, scores, tiers=sched.tiers.tier.copy(), n=np.full(fam.size, 32))
+    return sched
+
+
+def _empirical(sched: Scheduler, steps: int, n: int) -> np.ndarray:
+    """Arm counts of ``steps`` real draws, on a copy (no reports in between)."""
+    twin = copy.deepcopy(sched)
+    counts = np.zeros(sched.catalog.n_arms)
+    for _ in range(steps):
+        counts += np.bincount(twin.next_batch(n).arm, minlength=sched.catalog.n_arms)
+    return counts
+
+
+def test_demand_leaves_the_rng_and_the_next_batch_unchanged() -> None:
+    catalog = load_catalog(ROOT / "configs" / "domains")
+    a, b = _trained(catalog, steps=20), _trained(catalog, steps=20)
+    rng_before = copy.deepcopy(a.rng.bit_generator.state)
+    demand = a.demand(50)
+    assert demand.family.sum() == pytest.approx(50 * 64)
+    assert a.rng.bit_generator.state == rng_before
+    assert a.step == b.step
+    for _ in range(3):
+        x, y = a.next_batch(64), b.next_batch(64)
+        for field in ("arm", "variant", "tier", "attempt"):
+            np.testing.assert_array_equal(getattr(x, field), getattr(y, field))
+
+
+def test_demand_matches_the_draws_that_follow_per_family_tier_and_environment() -> None:
+    catalog = load_catalog(ROOT / "configs" / "domains")
+    sched = _trained(catalog)
+    assert len(sched.retries) > 0  # the retry term is exercised
+    assert (sched.tiers.tier > 0).any()  # and the tier split
+    steps, n = 150, 64
+    demand = sched.demand(steps, n)
+    counts = _empirical(sched, steps, n)
+    # every arm within 5 standard deviations of its expectation (binomial), plus slack
+    sd = np.sqrt(demand.arm * (1 - demand.arm / (steps * n)))
+    assert np.all(np.abs(counts - demand.arm) <= 5 * sd + 3), np.max(np.abs(counts - demand.arm))
+    fam_counts = np.bincount(catalog.family_of_arm, weights=counts, minlength=catalog.n_families)
+    np.testing.assert_allclose(demand.family.sum(), fam_counts.sum())
+    # the environments sum their families, and the biggest ones are found
+    by_env = demand.by_environment()
+    assert sum(by_env.values()) == pytest.approx(steps * n)
+    top = [name for name, _ in demand.top_environments(3)]
+    assert top == sorted(by_env, key=lambda e: -by_env[e])[:3]
+
+
+def test_demand_follows_separate_tiers_and_the_adjacent_share() -> None:
+    catalog = Catalog.synthetic(n_domains=2, families_per_domain=3, n_tiers=4, tier_mode="separate")
+    sched = _trained(catalog, adjacent=0.0, steps=30, n=32)
+    demand = sched.demand(200, 32)
+    counts = _empirical(sched, 200, 32)
+    sd = np.sqrt(np.maximum(demand.arm, 1.0))
+    assert np.all(np.abs(counts - demand.arm) <= 5 * sd + 3)
+    # a synthetic catalog has no manifests: each family is its own environment
+    assert demand.environments == tuple(sorted(catalog.family_names))
+
+
+def test_demand_reacts_to_weight_changes() -> None:
+    catalog = Catalog.synthetic(n_domains=2, families_per_domain=3, n_tiers=1)
+    sched = Scheduler(catalog, policy="learning_progress", seed=0)
+    before = sched.demand(10, 32).family.copy()
+    for _ in range(30):  # family 0 learns fast (then counts as mastered), the rest never
+        batch = sched.next_batch(32)
+        success = (batch.family == 0) * np.minimum(1.0, sched.step / 15.0)
+        sched.report(batch, rewards=success, success=success)
+    after = sched.demand(10).family  # batch size defaults to the last batch's
+    assert after.sum() == pytest.approx(320)
+    assert abs(after[0] - before[0]) > 10  # the weights moved, and the demand with them
+    np.testing.assert_allclose(after, copy.deepcopy(sched).weights().family * 320)
+
+
+def test_demand_needs_a_batch_size_before_the_first_draw() -> None:
+    sched = Scheduler(Catalog.synthetic(), seed=0)
+    with pytest.raises(ConfigError, match="pass batch_size"):
+        sched.demand(5)
+    with pytest.raises(ConfigError, match="steps and batch_size"):
+        sched.demand(0, 8)
