@@ -287,8 +287,14 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                 params={**params, "role": role},
             )
             opened = time.perf_counter()
-            recorder.open(resume=plan.resume[role])
+            restored = recorder.open(resume=plan.resume[role])
             spent["start"] += time.perf_counter() - opened
+            if restored is not None and restored + 1 != plan.at[role]:
+                # the newest checkpoint did not decode: say where the run really resumes
+                err.print(
+                    f"{recorder.run_name}: resumed from the checkpoint at step {restored}",
+                    markup=False,
+                )
             if recorder.tracking_error is not None:
                 err.print(
                     f"warning: MLflow unavailable ({recorder.tracking_error}); "

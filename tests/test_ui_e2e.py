@@ -144,7 +144,7 @@ def test_run_is_logged_with_params_and_status(served_run: ServedRun) -> None:
     base = {p["key"]: p["value"] for p in _run(served_run.server.url, served_run.baseline_id)[
         "data"
     ]["params"]}  # fmt: skip
-    assert base["policy.name"] == "uniform"
+    assert base["policy.name"] == "learning_progress"  # the baseline column
     assert base["role"] == "baseline"
 
 
