@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -131,8 +132,9 @@ def _table(out: str) -> list[str]:
 def test_a_run_with_its_baseline_killed_anywhere_resumes_to_the_same_table(
     tmp_path: Path,
 ) -> None:
-    """SIGKILL during the main run (the baseline not yet in the store: issue 16, defect 2),
-    as the baseline starts, and in the middle of the baseline. Every `--resume` finishes
+    """SIGKILL at 10 points: during the main run (the baseline not yet in the store: issue
+    16, defect 2), as the baseline starts, in the middle of the baseline, and at six random
+    steps of either. Every `--resume` finishes
     both runs, with the same rows in the store and the same final table."""
     steps = "200"
     straight = _finish(_simulate(tmp_path, "--steps", steps, "--run-name", "straight",
@@ -147,6 +149,9 @@ def test_a_run_with_its_baseline_killed_anywhere_resumes_to_the_same_table(
         (".baseline", None),  # the baseline run was just created
         (".baseline", 100),  # the baseline half done
     )
+    # and six more, at random steps of either run (seeded: a failure can be replayed)
+    rng = random.Random(16)
+    points += tuple((rng.choice(("", ".baseline")), rng.randrange(20, 170)) for _ in range(6))
     for i, (role, min_step) in enumerate(points):
         name = f"killed{i}"
         proc = _simulate(tmp_path, "--steps", steps, "--run-name", name, baseline=True)
