@@ -174,7 +174,7 @@ class SkillModel:
         theta = mu[families] + np.sqrt(var[families]) * rng.standard_normal(families.shape[0])
         tier = self._tier_for(theta, families)
         if self.config.contrast > 0:
-            untested = self._slope_z()[1] < _SLOPE_INFO_MIN
+            untested = self.slope_untested()
             side = untested[families] & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
@@ -188,6 +188,17 @@ class SkillModel:
         flip, whatever its tier; difficulty makes no difference, so nothing is taught."""
         z, info = self._slope_z()
         result: BoolArray = (info >= _SLOPE_INFO_MIN) & (z < -self.config.flat_z)
+        return result
+
+    def idle(self) -> BoolArray:
+        """bool [n_families]: out of reach, flat or stalled: nothing to teach it now."""
+        result: BoolArray = self.out_of_reach() | self.flat() | self.stalled()
+        return result
+
+    def slope_untested(self) -> BoolArray:
+        """bool [n_families]: too little evidence for the flatness test yet (such a family
+        sends ``contrast`` of its draws beside its tier)."""
+        result: BoolArray = self._slope_z()[1] < _SLOPE_INFO_MIN
         return result
 
     def _slope_z(self) -> tuple[FloatArray, FloatArray]:

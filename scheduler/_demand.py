@@ -177,9 +177,7 @@ def _skill_split(catalog: Catalog, skill: Any) -> FloatArray:
 def _untested(skill: Any) -> npt.NDArray[np.bool_]:
     """bool [n_families]: the families whose slope the skill model still tests (the ones
     ``SkillModel.draw_tiers`` sends a contrast share beside their tier)."""
-    from policies import _skill
-
-    result: npt.NDArray[np.bool_] = skill._slope_z()[1] < _skill._SLOPE_INFO_MIN
+    result: npt.NDArray[np.bool_] = skill.slope_untested()
     return result
 
 

@@ -430,7 +430,7 @@ class Scheduler:
             sk = self.config.skill
             assert sk is not None
             ladder = ~cat.tier_separate
-            idle = self.skill.stalled() | self.skill.flat() | self.skill.out_of_reach()
+            idle = self.skill.idle()
             flag_cap[ladder & idle] = sk.stalled_weight / n
             flag_cap[ladder & self.skill.mastered()] = sk.mastered_weight / n
             # separate-skill families: every arm mastered (``arm_mastered``)
@@ -1105,9 +1105,7 @@ class Scheduler:
         if self.skill is None:
             return self.detectors.quarantined.copy()
         sk = self.skill
-        result: npt.NDArray[np.bool_] = (
-            sk.out_of_reach() | sk.flat() | sk.stalled() | sk.hacked()
-        ) & ~self.catalog.tier_separate
+        result: npt.NDArray[np.bool_] = (sk.idle() | sk.hacked()) & ~self.catalog.tier_separate
         return result
 
     @property
