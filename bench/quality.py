@@ -115,6 +115,16 @@ GRID: tuple[Regime, ...] = (
         P("top", 10, 8),
         catalog={"min_share": 0.8 / 30},
     ),
+    Regime(  # the demo's learner: slow to learn, every tier's worth of budget is needed
+        "skill_slow",
+        "dev",
+        "skill",
+        (30, 10, 4),
+        256,
+        600,
+        P("asked", 25, 32),
+        {"learning_rate": 0.01},
+    ),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),

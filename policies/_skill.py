@@ -19,10 +19,13 @@ From the belief follow the three decisions the curriculum makes for a ladder fam
   nearest ``target`` for that draw (uncertain families explore nearby tiers; a family that
   passes a top-tier probe is placed at once);
 * mastered: the top tier's pass rate clears ``mastered_at`` with confidence;
-* stalled: ``patience`` training episodes without the skill rising ``min_gain`` above its
-  best, so an impossible family, a coin flip and a plateau get less until they move;
+* stalled: ``patience`` training episodes without the skill rising ``min_gain`` (or a
+  quarter of what the typical family rises in as many episodes, on a slow learner), so an
+  impossible family, a coin flip and a plateau get less until they move;
 * hacked: training evidence reads the skill far above what held-out probes read, further
-  than the other families' gap (a drift shared by every probe is not a hack).
+  than the other families' shortfall (a drift shared by every probe is not a hack), where
+  the family trained since its last probe (a family left untrained forgets, and reads
+  lower than its stale training evidence for that reason alone).
 
 Training and probe evidence are kept as two beliefs (``train_*``, ``probe_*``) fused into
 one: the gap between them is the hacking signal, and fusing needs no second pass.
@@ -95,7 +98,9 @@ _RESID_CLIP = 8.0  # one probe's standardised residual counts at most this much
 _RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
 _REACH = 3.0
 _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
-_SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
+_SLOPE_INFO_MIN = 0.5
+_STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
+_HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual  # information about the slope before the flatness test speaks
 
 
 class SkillModel:
@@ -120,6 +125,7 @@ class SkillModel:
         self.probe_resid = np.zeros(n)
         self.probe_rounds = np.zeros(n)
         self.episodes = np.zeros(n)  # float64 [n_families]: training episodes in all
+        self.episodes_at_probe = np.zeros(n)  # float64 [n_families]: ``episodes`` at its last probe
         # float64 [5, n_families]: the score test of the belief's slope, from training
         # outcomes (each against the belief of its time), fading per episode: the scores of
         # skill and slope, and their information (skill-skill, slope-slope, cross). The
@@ -238,13 +244,23 @@ class SkillModel:
 
     def stalled(self) -> BoolArray:
         """bool [n_families]: trained ``patience`` episodes or more, and the skill neither
-        rose ``min_gain`` over them nor fell (a fall above tier 0 is forgetting, which needs
-        practice; a fall below it is evidence settling on out-of-reach)."""
+        rose over them (by ``min_gain``, or a quarter of the typical family's rise if that
+        is less) nor fell (a fall above tier 0 is forgetting, which needs practice; a fall
+        below it is evidence settling on out-of-reach)."""
         cfg = self.config
         mu, _ = self.belief()
         moved = self.progress()
+        # The gain that counts is relative to how fast this run's families learn: a quarter
+        # of the typical family's rise per ``patience`` episodes (skill over episodes so
+        # far), at most ``min_gain``. A slow learner is slow for every family, and a family
+        # learning at half the typical speed is not stalled.
+        judged = (self.episodes >= max(cfg.patience / 4, 1.0)) & ~self.out_of_reach()
+        typical = 0.0
+        if judged.any():
+            typical = float(np.median(mu[judged] / self.episodes[judged])) * cfg.patience
+        gain = min(cfg.min_gain, _STALL_SHARE * max(typical, 0.0))
         forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
-        result: BoolArray = (self.episodes >= cfg.patience) & (moved < cfg.min_gain) & ~forgetting
+        result: BoolArray = (self.episodes >= cfg.patience) & (moved < gain) & ~forgetting
         return result
 
     def hacked(self) -> BoolArray:
@@ -255,6 +271,10 @@ class SkillModel:
         if not probed.any():
             return np.zeros(probed.shape[0], dtype=bool)
         median = float(np.median(self.probe_resid[probed]))
+        # Only a shortfall every probe shares is discounted: a shared excess is the training
+        # belief lagging a model that learns, and a family that does not lag (a mastered
+        # one, a slow one) is no hack for it.
+        median = min(median, 0.0)
         result: BoolArray = probed & (self.probe_resid - median < -self.config.hack_z)
         return result
 
@@ -339,6 +359,11 @@ class SkillModel:
         count = np.bincount(family, minlength=nf)
         families = np.flatnonzero(count)
         mean = np.bincount(family, weights=r, minlength=nf)[families] / count[families]
+        # Only where the family trained since its last probe: an untrained family's training
+        # belief is stale, and a probe reading less (forgetting) is no hack.
+        trained = self.episodes[families] - self.episodes_at_probe[families] >= _HACK_FRESH
+        self.episodes_at_probe[families] = self.episodes[families]
+        families, mean = families[trained], mean[trained]
         fresh = self.probe_rounds[families] == 0
         rate = np.where(fresh, 1.0, _RESID_RATE)
         self.probe_resid[families] += rate * (mean - self.probe_resid[families])
@@ -390,6 +415,7 @@ class SkillModel:
         "probe_resid",
         "probe_rounds",
         "episodes",
+        "episodes_at_probe",
     )
 
     def state_dict(self) -> dict[str, Any]:
@@ -400,8 +426,10 @@ class SkillModel:
         """Check every array, then apply them all (a bad state changes nothing)."""
         cat = self._catalog
         loaded = {}
+        state = dict(state)
+        state.setdefault("episodes_at_probe", state.get("episodes"))  # states before it
         for name in self._FAMILY_ARRAYS:
-            if name not in state:
+            if state.get(name) is None:
                 raise ValueError(f"skill.{name}: missing")
             value = np.asarray(state[name], dtype=np.float64)
             if value.shape != (cat.n_families,) or not np.all(np.isfinite(value)):
@@ -415,7 +443,7 @@ class SkillModel:
         loaded["slope_test"] = test.copy()
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
-        for name in ("episodes", "probe_rounds"):
+        for name in ("episodes", "episodes_at_probe", "probe_rounds"):
             if (loaded[name] < 0).any():
                 raise ValueError(f"skill.{name}: counts must be >= 0")
         for name, value in loaded.items():

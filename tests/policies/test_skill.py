@@ -76,6 +76,51 @@ def test_training_far_above_the_probes_is_hacked_but_a_shared_probe_shift_is_not
     assert not hacked[families != 4].any()
 
 
+def test_on_a_slow_learner_a_family_rising_slowly_is_not_stalled_but_a_plateau_is() -> None:
+    # Every family climbs a tenth of a tier per 16 episodes (under min_gain per patience),
+    # except family 9, which sits at tier 1 passing half its episodes.
+    cat = _catalog()
+    model = SkillModel(cat, SkillConfig(patience=16))
+    skill = np.linspace(0.0, 0.5, cat.n_families)
+    for _ in range(20):
+        for f in range(cat.n_families):
+            theta = 1.0 if f == 9 else skill[f]
+            tier = int(np.clip(np.rint(theta), 0, 3))
+            p = float(1.0 / (1.0 + np.exp(-3.0 * (theta - tier))))
+            _train(model, cat, family=f, tier=tier, k=int(round(16 * p)), n=16)
+        skill[:9] += 0.1
+    stalled = model.stalled()
+    assert stalled[9]
+    assert not stalled[:9].any()
+
+
+def test_a_family_left_untrained_whose_probes_fall_is_not_taken_for_a_hack() -> None:
+    cat = _catalog()
+    model = SkillModel(cat)
+    families = np.arange(cat.n_families)
+    for _ in range(3):
+        for f in families:
+            _train(model, cat, family=int(f), tier=2, k=6, n=8)
+        model.observe_probes(
+            families,
+            np.full(families.size, 2),
+            np.full(families.size, 0.75),
+            np.full(families.size, 8),
+        )
+    for _ in range(4):  # family 4 is no longer trained, and forgets: its probes fall
+        for f in families[families != 4]:
+            _train(model, cat, family=int(f), tier=2, k=6, n=8)
+        scores = np.where(families == 4, 0.0, 0.75)
+        model.observe_probes(families, np.full(families.size, 2), scores, np.full(families.size, 8))
+    assert not model.hacked()[4]
+    for _ in range(3):  # trained again, passing in training and failing the probes: a hack
+        for f in families:
+            _train(model, cat, family=int(f), tier=2, k=8 if f == 4 else 6, n=8)
+        scores = np.where(families == 4, 0.0, 0.75)
+        model.observe_probes(families, np.full(families.size, 2), scores, np.full(families.size, 8))
+    assert model.hacked()[4]
+
+
 def test_state_round_trips_and_a_bad_state_is_refused() -> None:
     cat = _catalog()
     model = SkillModel(cat)
