@@ -98,9 +98,9 @@ _RESID_CLIP = 8.0  # one probe's standardised residual counts at most this much
 _RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
 _REACH = 3.0
 _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
-_SLOPE_INFO_MIN = 0.5
+_SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
 _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
-_HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual  # information about the slope before the flatness test speaks
+_HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual
 
 
 class SkillModel:

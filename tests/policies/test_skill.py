@@ -87,7 +87,7 @@ def test_on_a_slow_learner_a_family_rising_slowly_is_not_stalled_but_a_plateau_i
             theta = 1.0 if f == 9 else skill[f]
             tier = int(np.clip(np.rint(theta), 0, 3))
             p = float(1.0 / (1.0 + np.exp(-3.0 * (theta - tier))))
-            _train(model, cat, family=f, tier=tier, k=int(round(16 * p)), n=16)
+            _train(model, cat, family=f, tier=tier, k=round(16 * p), n=16)
         skill[:9] += 0.1
     stalled = model.stalled()
     assert stalled[9]
