@@ -299,7 +299,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_hack": {"skill": {"hacked_weight": 1.0}},  # training far above probes: no cap
     "no_drift": {"skill": {"drift": 0.0}},  # evidence never fades
     "learning_progress": {"policy": "learning_progress"},  # LP weights on top
-    "legacy": {"skill": None, "policy": "learning_progress"},  # the previous default
 }
 
 
