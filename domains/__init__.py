@@ -2,7 +2,7 @@
 
 from ._advice import MIN_PROBE_ITEMS, thin_probe_notes
 from ._build import build_catalog, load_catalog
-from ._catalog import Catalog, VariantPool
+from ._catalog import Catalog, PoolTable, VariantPool
 from ._checks import canonical_hash
 from ._errors import CurriculumError, ManifestError, Problem
 from ._files import MAX_FILE_BYTES, SourcePolicy
@@ -28,6 +28,7 @@ __all__ = [
     "LoadedManifest",
     "ManifestError",
     "ManifestSpec",
+    "PoolTable",
     "ProbeSpec",
     "Problem",
     "QuotaSpec",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._catalog import Catalog, VariantPool
+from ._catalog import Catalog, Items, PoolTable
 from ._files import SourcePolicy
 from ._loader import LoadedManifest, load_manifests
 
@@ -22,7 +22,17 @@ def build_catalog(manifests: Sequence[LoadedManifest]) -> Catalog:
     def per_family(values: Sequence[float]) -> np.ndarray:
         return np.asarray(values, dtype=np.float64).reshape(len(families))
 
-    pools: list[VariantPool] = [pool for f in families for pool in f.pools]
+    tier_pools = [f.pools for f in families]
+    offsets = np.cumsum([0] + [len(p) for p in tier_pools]).tolist()
+    items: dict[int, Items] = {
+        offsets[i] + t: listed
+        for i, p in enumerate(tier_pools)
+        if p.items
+        for t, listed in p.items.items()
+    }
+    probe_items = {i: f.probe.items for i, f in enumerate(families) if f.probe.items is not None}
+    pools = PoolTable(np.concatenate([p.sizes for p in tier_pools]) if tier_pools else [], items)
+    probe_pools = PoolTable([f.probe.size for f in families], probe_items)
     source_hashes = {m.path: m.sha256 for m in manifests}
     for m in manifests:
         source_hashes.update(m.data_files)
@@ -45,8 +55,8 @@ def build_catalog(manifests: Sequence[LoadedManifest]) -> Catalog:
         reward_low=per_family([s.reward_range[0] for s in specs]),
         reward_high=per_family([s.reward_range[1] for s in specs]),
         chance_success=per_family([s.chance_success for s in specs]),
-        pools=tuple(pools),
-        probe_pools=tuple(f.probe for f in families),
+        pools=pools,
+        probe_pools=probe_pools,
         sources=tuple(m.path for m in manifests),
         source_hashes=source_hashes,
         specs=tuple(domains),

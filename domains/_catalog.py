@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,60 @@ class VariantPool:
         return None if self.items is None else self.items[index]
 
 
+Items = tuple[Mapping[str, Any], ...]
+
+
+class PoolTable(Sequence[VariantPool]):
+    """Many pools as one array of sizes, plus the item lists of the few that have them.
+
+    A catalog of 100,000 arms declared by ``count:`` then holds one int64 array instead of
+    100,000 ``VariantPool`` objects; indexing still gives a ``VariantPool``, made on demand.
+    """
+
+    def __init__(self, sizes: npt.ArrayLike, items: Mapping[int, Items] | None = None) -> None:
+        self.sizes: IntArray = np.array(sizes, dtype=np.int64).reshape(-1)  # [n_pools]
+        self.sizes.setflags(write=False)
+        self.items: Mapping[int, Items] = dict(items or {})  # pool index -> its items
+
+    @classmethod
+    def of(cls, pools: Iterable[VariantPool]) -> PoolTable:
+        """The table of a sequence of pools (the identity on a table)."""
+        if isinstance(pools, PoolTable):
+            return pools
+        listed = list(pools)
+        items = {i: p.items for i, p in enumerate(listed) if p.items is not None}
+        return cls(np.fromiter((p.size for p in listed), np.int64, len(listed)), items)
+
+    def __len__(self) -> int:
+        return int(self.sizes.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> VariantPool: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[VariantPool]: ...
+
+    def __getitem__(self, index: int | slice) -> VariantPool | Sequence[VariantPool]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(len(self))[index])
+        i = range(len(self))[index]  # IndexError, and negative indices, as a tuple does
+        return VariantPool(int(self.sizes[i]), self.items.get(i))
+
+    def __iter__(self) -> Iterator[VariantPool]:
+        for i, size in enumerate(self.sizes.tolist()):
+            yield VariantPool(size, self.items.get(i))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PoolTable({len(self)} pools, {len(self.items)} with items)"
+
+
 @dataclass(frozen=True, eq=False)
 class Catalog:
     """Array view of a set of domains, built by :func:`domains.load_catalog` or `synthetic`."""
@@ -53,8 +107,8 @@ class Catalog:
     reward_low: FloatArray  # float64 [n_families]
     reward_high: FloatArray  # float64 [n_families]
     chance_success: FloatArray  # float64 [n_families], success rate of a random policy
-    pools: tuple[VariantPool, ...]  # per arm
-    probe_pools: tuple[VariantPool, ...]  # per family
+    pools: Sequence[VariantPool]  # per arm; a PoolTable after construction
+    probe_pools: Sequence[VariantPool]  # per family; a PoolTable after construction
     sources: tuple[str, ...] = ()  # manifest files the catalog was loaded from
     source_hashes: Mapping[str, str] = field(default_factory=dict)  # file -> sha256 of its bytes
     specs: tuple[Any, ...] = ()  # the DomainSpec models, when loaded from manifests
@@ -81,14 +135,16 @@ class Catalog:
         arm_start = np.concatenate([[0], np.cumsum(n_tiers)]).astype(np.int64)
         family_of_arm = np.repeat(np.arange(len(n_tiers), dtype=np.int64), n_tiers)
         tier_of_arm = np.arange(int(arm_start[-1]), dtype=np.int64) - arm_start[family_of_arm]
-        derived = {
+        derived: dict[str, Any] = {
             "n_tiers": n_tiers,
             "arm_start": arm_start,
             "family_of_arm": family_of_arm,
             "tier_of_arm": tier_of_arm,
-            "pool_size": np.array([p.size for p in self.pools], dtype=np.int64),
-            "probe_size": np.array([p.size for p in self.probe_pools], dtype=np.int64),
+            "pools": PoolTable.of(self.pools),
+            "probe_pools": PoolTable.of(self.probe_pools),
         }
+        derived["pool_size"] = derived["pools"].sizes
+        derived["probe_size"] = derived["probe_pools"].sizes
         if self.domain_compute_basis.shape != (len(self.domain_names),):
             derived["domain_compute_basis"] = np.zeros(len(self.domain_names), dtype=bool)
         if self.tier_separate.shape != (len(self.family_names),):
@@ -215,7 +271,7 @@ class Catalog:
             reward_low=np.zeros(n_fam),
             reward_high=ones.copy(),
             chance_success=np.full(n_fam, chance_success),
-            pools=tuple(VariantPool(size=pool_size) for _ in range(n_fam * n_tiers)),
-            probe_pools=tuple(VariantPool(size=32) for _ in range(n_fam)),
+            pools=PoolTable(np.full(n_fam * n_tiers, pool_size)),
+            probe_pools=PoolTable(np.full(n_fam, 32)),
             tier_separate=np.full(n_fam, tier_mode == "separate"),
         )

@@ -5,6 +5,7 @@ Each check takes what the loader resolved and returns problems; none of them rai
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import Problem
+from ._yaml import FieldPath, format_path, position_of
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,47 @@ class Where:
 
 
 @dataclass(frozen=True)
+class FieldAt:
+    """A field of a manifest, placed only when asked: a clean load never looks up a line,
+    so its positions (see ``LazyPositions``) are never parsed."""
+
+    file: str
+    positions: Mapping[FieldPath, tuple[int, int]] = dataclasses.field(repr=False, compare=False)
+    path: FieldPath
+
+    @property
+    def where(self) -> Where:
+        line, col = position_of(self.positions, self.path)
+        return Where(self.file, line, col, format_path(self.path))
+
+    @property
+    def line(self) -> int:
+        return self.where.line
+
+    @property
+    def column(self) -> int:
+        return self.where.column
+
+    @property
+    def field(self) -> str:
+        return format_path(self.path)
+
+    def problem(self, message: str) -> Problem:
+        return self.where.problem(message)
+
+    def __str__(self) -> str:
+        return str(self.where)
+
+
+Place = Where | FieldAt  # a place a problem can name, now or when it is raised
+
+
+@dataclass(frozen=True)
 class NamedAt:
     """A name and where it was defined."""
 
     name: str
-    where: Where
+    where: Place
 
 
 def _canonical(value: Any) -> Any:
@@ -63,7 +101,7 @@ def canonical_hash(item: Mapping[str, Any], tier_field: str = "tier") -> str:
 
 def duplicate_names(names: Sequence[NamedAt], what: str) -> list[Problem]:
     """One problem per repeated name, at the repeat, naming the first definition."""
-    first: dict[str, Where] = {}
+    first: dict[str, Place] = {}
     problems = []
     for named in names:
         if named.name in first:
@@ -83,7 +121,7 @@ class DomainQuota:
     min_share: float
     max_share: float
     family_caps: float  # sum of the families' max_share
-    where: Where  # of quota.min_share (or the closest recorded ancestor)
+    where: Place  # of quota.min_share (or the closest recorded ancestor)
 
 
 def quota_problems(domains: Sequence[DomainQuota]) -> list[Problem]:
@@ -125,14 +163,14 @@ def quota_problems(domains: Sequence[DomainQuota]) -> list[Problem]:
 
 def overlap_problems(
     family: str,
-    training: Sequence[tuple[Mapping[str, Any], Where]],
-    probe: Sequence[tuple[Mapping[str, Any], Where]],
+    training: Sequence[tuple[Mapping[str, Any], Place]],
+    probe: Sequence[tuple[Mapping[str, Any], Place]],
     tier_field: str = "tier",
 ) -> list[Problem]:
     """A probe item that is also a training variant is not held out; name both places."""
     if not training or not probe:
         return []
-    trained: dict[str, Where] = {}
+    trained: dict[str, Place] = {}
     for item, where in training:
         trained.setdefault(canonical_hash(item, tier_field), where)
     problems = []

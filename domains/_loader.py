@@ -6,22 +6,26 @@ carries them all, each with its file, line, column and field path.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import glob
 import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ._catalog import VariantPool
+from ._catalog import PoolTable, VariantPool
 from ._checks import (
     DomainQuota,
+    FieldAt,
     NamedAt,
+    Place,
     Where,
     duplicate_names,
     overlap_problems,
@@ -30,6 +34,7 @@ from ._checks import (
 from ._errors import ManifestError, Problem
 from ._files import FileRefused, SourcePolicy, inside, line_col, read_bounded, stat_problem
 from ._messages import validation_problems
+from ._plain_yaml import UNSURE, load_plain
 from ._schema import (
     DEFAULT_TIER_FIELD,
     FamilySpec,
@@ -40,23 +45,23 @@ from ._schema import (
     show,
     split_by_tier,
 )
-from ._yaml import FieldPath, format_path, parse_yaml, position_of
+from ._yaml import FieldPath, LazyPositions, format_path, parse_yaml, position_of
 
 logger = logging.getLogger(__name__)
 
 _SUFFIXES = (".yaml", ".yml")
-Located = list[tuple[dict[str, Any], Where]]
+Located = list[tuple[dict[str, Any], Place]]
 
 
 @dataclass(frozen=True)
 class ResolvedFamily:
-    """A family with its pools read: one VariantPool per tier, and its probe pool."""
+    """A family with its pools read: one pool per tier (a PoolTable), and its probe pool."""
 
     domain: str
     spec: FamilySpec
-    pools: tuple[VariantPool, ...]
+    pools: PoolTable
     probe: VariantPool
-    where: Where  # of the family's name in its manifest
+    where: Place  # of the family's name in its manifest
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,11 @@ def where_in(file: str, positions: Mapping[FieldPath, tuple[int, int]], path: Fi
     return Where(file, line, col, format_path(path))
 
 
+def field_at(file: str, positions: Mapping[FieldPath, tuple[int, int]], path: FieldPath) -> Place:
+    """Like ``where_in``, but the line is looked up only if a problem names the place."""
+    return FieldAt(file, positions, path)
+
+
 class _FileLoader:
     """Resolves one validated manifest: JSONL pools, probe pools, positions of everything."""
 
@@ -146,8 +156,8 @@ class _FileLoader:
         self.data_files: dict[str, str] = {}
         self.data_paths: dict[str, str] = {}  # field path of a source -> the file read
 
-    def where(self, path: FieldPath) -> Where:
-        return where_in(self.path, self.positions, path)
+    def where(self, path: FieldPath) -> Place:
+        return field_at(self.path, self.positions, path)
 
     def read_jsonl(
         self, source: str, at: FieldPath, tier_field: str | None = None
@@ -218,17 +228,18 @@ class _FileLoader:
         return items
 
     def family(
-        self, domain: str, fam: FamilySpec, at: FieldPath
+        self, domain: str, fam: FamilySpec, at: FieldPath, named: bool
     ) -> tuple[ResolvedFamily, Located, Located, str]:
+        """``named``: the family gave ``name`` (else ``task_family``), for its place."""
         tier_names = fam.tier_names
-        pools: tuple[VariantPool, ...]
+        pools: PoolTable
         training: Located = []
         tier_field = DEFAULT_TIER_FIELD
         variants = fam.variants
         if isinstance(variants, VariantsCount):
             counts = variants.count
             sizes = counts if isinstance(counts, list) else [counts] * len(tier_names)
-            pools = tuple(VariantPool(size=n) for n in sizes)
+            pools = PoolTable(sizes)
         else:
             source = None
             if isinstance(variants, VariantsFile):
@@ -257,7 +268,7 @@ class _FileLoader:
                 self._same_file(at)
             if probe_items:
                 probe = VariantPool(len(probe_items), tuple(item for item, _ in probe_items))
-        name_key = "name" if (*at, "name") in self.positions else "task_family"
+        name_key = "name" if named else "task_family"
         resolved = ResolvedFamily(domain, fam, pools, probe, self.where((*at, name_key)))
         return resolved, training, probe_items, tier_field
 
@@ -286,7 +297,7 @@ class _FileLoader:
         tier_names: tuple[str, ...],
         at: FieldPath,
         source: str | None,
-    ) -> tuple[VariantPool, ...]:
+    ) -> PoolTable:
         """One pool per tier; for a JSONL file, report unknown tiers and empty tiers."""
         items = [item for item, _ in training]
         per_tier, bad = split_by_tier(items, tier_field, tier_names)
@@ -304,9 +315,9 @@ class _FileLoader:
                     f'"{tier_field}": "{empty[0]}" or lines without "{tier_field}"'
                 )
                 self.problems.append(self.where((*at, "variants")).problem(msg))
-        return tuple(
-            VariantPool(size=len(members), items=tuple(items[i] for i in members))
-            for members in per_tier
+        return PoolTable(
+            [len(members) for members in per_tier],
+            {t: tuple(items[i] for i in members) for t, members in enumerate(per_tier)},
         )
 
 
@@ -338,28 +349,39 @@ def _load_checked(
         msg = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
         problems.append(Problem(path, line, col, "", msg))
         return None
-    parsed = parse_yaml(text, path)
-    problems.extend(parsed.problems)
-    if parsed.data is None and parsed.problems:
-        return None
-    if not isinstance(parsed.data, dict):
-        line, col = position_of(parsed.positions, ())
-        msg = f"a manifest must be a mapping with a `domains:` list, got {show(parsed.data)}"
+    # libyaml without positions first; the exact position-aware parse when it is unsure
+    # (and, through LazyPositions, whenever a problem below must be placed).
+    data = load_plain(text)
+    positions: Mapping[FieldPath, tuple[int, int]]
+    yaml_problems: list[Problem] = []
+    if data is UNSURE:
+        parsed = parse_yaml(text, path)
+        data, positions, yaml_problems = parsed.data, parsed.positions, parsed.problems
+        problems.extend(yaml_problems)
+        if data is None and yaml_problems:
+            return None
+    else:
+        positions = LazyPositions(text, path)
+    if not isinstance(data, dict):
+        line, col = position_of(positions, ())
+        msg = f"a manifest must be a mapping with a `domains:` list, got {show(data)}"
         problems.append(Problem(path, line, col, "", msg))
         return None
     try:
-        spec = ManifestSpec.model_validate(parsed.data)
+        spec = ManifestSpec.model_validate(data)
     except ValidationError as exc:
-        problems.extend(validation_problems(exc, path, parsed.positions))
+        problems.extend(validation_problems(exc, path, positions))
         return None
-    if parsed.problems:
+    if yaml_problems:
         return None
-    loader = _FileLoader(path, parsed.positions, root, policy)
+    loader = _FileLoader(path, positions, root, policy)
     families = []
     for d, domain in enumerate(spec.domains):
+        raw_families = data["domains"][d]["families"]
         for f, fam in enumerate(domain.families):
             at: FieldPath = ("domains", d, "families", f)
-            resolved, training, probe, tier_field = loader.family(domain.name, fam, at)
+            named = "name" in raw_families[f]
+            resolved, training, probe, tier_field = loader.family(domain.name, fam, at, named)
             loader.problems.extend(overlap_problems(fam.name, training, probe, tier_field))
             families.append(resolved)
     problems.extend(loader.problems)
@@ -370,7 +392,7 @@ def _load_checked(
         sha256=hashlib.sha256(raw).hexdigest(),
         spec=spec,
         families=tuple(families),
-        positions=parsed.positions,
+        positions=positions,
         data_files=loader.data_files,
     )
 
@@ -382,7 +404,7 @@ def _cross_file_problems(manifests: Sequence[LoadedManifest], complete: bool) ->
     for m in manifests:
         for d, domain in enumerate(m.spec.domains):
             domains.append(
-                NamedAt(domain.name, where_in(m.path, m.positions, ("domains", d, "name")))
+                NamedAt(domain.name, field_at(m.path, m.positions, ("domains", d, "name")))
             )
             quotas.append(
                 DomainQuota(
@@ -390,7 +412,7 @@ def _cross_file_problems(manifests: Sequence[LoadedManifest], complete: bool) ->
                     min_share=domain.min_share,
                     max_share=domain.max_share,
                     family_caps=sum(fam.max_share for fam in domain.families),
-                    where=where_in(m.path, m.positions, ("domains", d, "quota", "min_share")),
+                    where=field_at(m.path, m.positions, ("domains", d, "quota", "min_share")),
                 )
             )
         families.extend(NamedAt(f.spec.name, f.where) for f in m.families)
@@ -400,12 +422,33 @@ def _cross_file_problems(manifests: Sequence[LoadedManifest], complete: bool) ->
     return problems
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """A load allocates millions of small acyclic dicts and lists; the cyclic collector
+    would walk all of them again and again as they pile up (a quarter of the time of a
+    50,000-family load). Reference counting still frees everything as usual."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load_manifests(
     *paths: str | os.PathLike[str], sources: SourcePolicy | None = None
 ) -> list[LoadedManifest]:
     """Load, validate and cross-check manifests; raise ManifestError with every problem.
 
     ``sources`` says which files a manifest may read (default: under its root, capped)."""
+    with _cyclic_gc_paused():
+        return _load_manifests(paths, sources)
+
+
+def _load_manifests(
+    paths: Sequence[str | os.PathLike[str]], sources: SourcePolicy | None
+) -> list[LoadedManifest]:
     policy = sources or SourcePolicy()
     files, problems, roots = manifest_files(paths)
     if not paths:

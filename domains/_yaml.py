@@ -3,12 +3,15 @@
 PyYAML's ``safe_load`` forgets positions and silently keeps the last of two duplicate keys.
 So we compose the node tree with the safe loader (no tags that run code) and build the
 objects ourselves, recording ``field path -> (line, column)`` and reporting duplicate keys.
+
+This is the slow, exact path: a manifest is first read by ``_plain_yaml.load_plain``
+(libyaml, no positions), and parsed here only when a problem must be placed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +27,7 @@ Positions = dict[FieldPath, tuple[int, int]]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
-_MAX_NODES = 1_000_000  # alias expansion guard ("billion laughs")
+MAX_VALUES = 1_000_000  # values in a document, aliases expanded ("billion laughs")
 MAX_DEPTH = 64  # nesting of mappings and lists; PyYAML's composer recurses per level
 
 
@@ -75,7 +78,7 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: FieldPath) -> Any:
         self._count += 1
-        if self._count > _MAX_NODES:
+        if self._count > MAX_VALUES:
             raise _TooLarge
         if len(path) > MAX_DEPTH and not isinstance(node, yaml.ScalarNode):
             self.problem(node.start_mark, path, f"nested more than {MAX_DEPTH} levels deep")
@@ -120,7 +123,8 @@ class _Builder:
         key = self._scalar(node, path)
         if isinstance(key, str):
             return key
-        shown = show(key) + (f" (quote it: '{node.value}')" if node.style is None else "")
+        # (plain style is None from PyYAML's composer and "" from libyaml's)
+        shown = show(key) + (f" (quote it: '{node.value}')" if not node.style else "")
         self.problem(node.start_mark, path, f"mapping keys must be strings, got {shown}")
         return None
 
@@ -185,11 +189,16 @@ def _too_deep(text: str) -> Any:
     return None
 
 
-def parse_yaml(text: str, file: str) -> ParsedYaml:
-    """Parse one YAML document with safe semantics, keeping positions and every problem."""
+def parse_yaml(text: str, file: str, *, libyaml: bool = False) -> ParsedYaml:
+    """Parse one YAML document with safe semantics, keeping positions and every problem.
+
+    ``libyaml`` composes the nodes with libyaml (same nodes and marks, several times
+    faster). Only for a text ``load_plain`` read cleanly: libyaml's composer recurses in C
+    with no depth guard, and its error messages are not PyYAML's.
+    """
     builder = _Builder(file)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=yaml.CSafeLoader if libyaml else yaml.SafeLoader)
     except RecursionError:
         mark = _too_deep(text)
         line, col = _pos(mark) if mark is not None else (0, 0)
@@ -223,7 +232,36 @@ def parse_yaml(text: str, file: str) -> ParsedYaml:
     except _TooLarge:
         line, col = _pos(root.start_mark)
         builder.result.problems.append(
-            Problem(file, line, col, "", f"document expands to more than {_MAX_NODES} values")
+            Problem(file, line, col, "", f"document expands to more than {MAX_VALUES} values")
         )
         builder.result.data = None
     return builder.result
+
+
+class LazyPositions(Mapping[FieldPath, tuple[int, int]]):
+    """The positions of a text that loaded cleanly, parsed only when first looked up.
+
+    A manifest without problems never needs them; one that has a problem, or a note, pays
+    for one position-aware parse (by libyaml) of its file.
+    """
+
+    def __init__(self, text: str, file: str) -> None:
+        self._text: str | None = text
+        self._file = file
+        self._positions: Positions | None = None
+
+    def _load(self) -> Positions:
+        if self._positions is None:
+            assert self._text is not None
+            self._positions = parse_yaml(self._text, self._file, libyaml=True).positions
+            self._text = None
+        return self._positions
+
+    def __getitem__(self, path: FieldPath) -> tuple[int, int]:
+        return self._load()[path]
+
+    def __iter__(self) -> Iterator[FieldPath]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
