@@ -8,6 +8,7 @@ or ``true`` is never silently taken for a number.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -232,6 +233,8 @@ def _tiers_kind(v: Any) -> str | None:
 
 
 def _unique(names: list[str]) -> list[str]:
+    if len(set(names)) == len(names):  # the usual case, without a Counter per family
+        return names
     dupes = [n for n, k in Counter(names).items() if k > 1]
     if dupes:
         raise custom_error(f"tier names must be unique; {dupes[0]!r} appears more than once")
@@ -280,6 +283,12 @@ class ProbeSpec(_Strict):
         if self.items is None and self.size is None and self.source is None:
             _raise_all("ProbeSpec", [((), "give items, size or source (a JSONL file)", None)])
         return self
+
+
+@functools.cache
+def _counted_tiers(n: int) -> tuple[str, ...]:
+    """``t0..t{n-1}``: one tuple per count, shared (at most MAX_TIERS of them)."""
+    return tuple(f"t{t}" for t in range(n))
 
 
 def tier_index(value: Any, tier_names: Sequence[str]) -> int | None:
@@ -373,7 +382,7 @@ class FamilySpec(_Strict):
     @property
     def tier_names(self) -> tuple[str, ...]:
         if isinstance(self.tiers, int):
-            return tuple(f"t{t}" for t in range(self.tiers))
+            return _counted_tiers(self.tiers)
         return tuple(self.tiers)
 
     @property
