@@ -9,11 +9,16 @@ import numpy as np
 
 from ._catalog import Catalog, Items, PoolTable
 from ._files import SourcePolicy
-from ._loader import LoadedManifest, load_manifests
+from ._loader import LoadedManifest, cyclic_gc_paused, load_manifests
 
 
 def build_catalog(manifests: Sequence[LoadedManifest]) -> Catalog:
     """Families in (file, domain, family) order; arms of a family contiguous, tier order."""
+    with cyclic_gc_paused():
+        return _build(manifests)
+
+
+def _build(manifests: Sequence[LoadedManifest]) -> Catalog:
     domains = [d for m in manifests for d in m.spec.domains]
     families = [f for m in manifests for f in m.families]
     domain_index = {d.name: i for i, d in enumerate(domains)}

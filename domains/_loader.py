@@ -423,7 +423,7 @@ def _cross_file_problems(manifests: Sequence[LoadedManifest], complete: bool) ->
 
 
 @contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """A load allocates millions of small acyclic dicts and lists; the cyclic collector
     would walk all of them again and again as they pile up (a quarter of the time of a
     50,000-family load). Reference counting still frees everything as usual."""
@@ -442,7 +442,7 @@ def load_manifests(
     """Load, validate and cross-check manifests; raise ManifestError with every problem.
 
     ``sources`` says which files a manifest may read (default: under its root, capped)."""
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         return _load_manifests(paths, sources)
 
 
