@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         RunHistory,
         TierTimeline,
     )
+    from .recording._mirror import RecorderMirror
     from .recording._recorder import RunRecorder
 
 # name -> module (relative to this package) that defines it
@@ -119,6 +120,7 @@ _LAZY = {
     "RunHistory": ".recording._history",
     "TierTimeline": ".recording._history",
     "RunRecorder": ".recording._recorder",
+    "RecorderMirror": ".recording._mirror",
 }
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
@@ -149,6 +151,7 @@ __all__ = [
     "ProbeSnapshot",
     "ProbesRecorded",
     "RayProbeExecutor",
+    "RecorderMirror",
     "RecordingConfig",
     "RegressionConfig",
     "ReportError",

@@ -20,10 +20,10 @@ import numpy.typing as npt
 
 from .._batch import Batch
 from .._errors import ConfigError, ReportError
-from .._listeners import ProbesRecorded, Reported
 from .._scheduler import Scheduler
 from .._serialize import dumps_state, loads_state
 from ..probing import ProbeRound
+from ..recording._mirror import RecorderMirror
 from ._collective import ProbeMany, all_gather, broadcast, rank_and_world, replicated_probe_round
 from ._stream import batch_from_state, batch_state, sub_batch
 
@@ -74,7 +74,8 @@ class ReplicatedScheduler:
         self.recorder = recorder(scheduler) if recorder is not None and self.rank == 0 else None
         # rank 0's recorder drains events and caches weights as each step begins; from
         # open() on, the other replicas do the same there, so every state stays byte-equal
-        self._mirror = _Mirror(scheduler) if recorder is not None and self.rank != 0 else None
+        mirrored = recorder is not None and self.rank != 0
+        self._mirror = RecorderMirror(scheduler) if mirrored else None
         self._batches: dict[int, Batch] = {}  # global batches awaiting their report
         # every replica carries rank 0's batch token, so their states are byte-equal
         if not scheduler.awaiting_report():
@@ -200,21 +201,3 @@ class ReplicatedScheduler:
         """Take rank ``src``'s state: a restarted rank calls this (every rank does) to rejoin."""
         blob = dumps_state(self.state_dict()) if self.rank == src else None
         self.load_state_dict(loads_state(broadcast(blob, src=src, group=self.group)))
-
-
-class _Mirror:
-    """The recorder's effect on the state, without the recording: on the ranks that do not
-    write, every step begins as it does on rank 0 (``RunRecorder.before_batch``)."""
-
-    def __init__(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
-
-    def on_report(self, reported: Reported) -> None:
-        pass
-
-    def on_probes(self, probes: ProbesRecorded) -> None:
-        pass
-
-    def before_batch(self, step: int) -> None:
-        self._scheduler.weights()
-        self._scheduler.drain_events()

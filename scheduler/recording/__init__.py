@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     )
     from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
     from ._metrics import RunMetrics
+    from ._mirror import RecorderMirror
     from ._recorder import RunRecorder
 
 _LAZY = {
@@ -29,6 +30,7 @@ _LAZY = {
     "RunHistory": "._history",
     "TierTimeline": "._history",
     "RunMetrics": "._metrics",
+    "RecorderMirror": "._mirror",
     "RunRecorder": "._recorder",
     "events_figure": "._figures",
     "probe_curves_figure": "._figures",
@@ -42,6 +44,7 @@ __all__ = [
     "AttentionRow",
     "DomainCurves",
     "EventCounts",
+    "RecorderMirror",
     "RecordingConfig",
     "RunHistory",
     "RunMetrics",

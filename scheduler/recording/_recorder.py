@@ -170,7 +170,7 @@ class RunRecorder:
     def before_batch(self, step: int) -> None:
         """A step ends where the next begins: write the one whose reports are all in. The
         events drained and the weights cached here are the next batch's anyway (the same
-        on every replica: ``ReplicatedScheduler`` mirrors it)."""
+        on every replica: the others add a ``RecorderMirror``)."""
         sched = self.scheduler
         start = time.perf_counter()
         sched.weights()  # the next batch needs them anyway: not recording overhead
