@@ -184,7 +184,8 @@ class RunRecorder:
         next batch's weights; a checkpoint when due), and queue its metrics."""
         sched = self.scheduler
         start = time.perf_counter()
-        reported = Reported.concat(self._reported) if self._reported else None
+        parts = self._reported
+        reported = Reported.concat(parts) if parts else None
         probed, events = self._probed, self._events
         self._reported, self._probed, self._events = [], [], []
         step = (
@@ -202,7 +203,7 @@ class RunRecorder:
                 probe_points=_probe_points(probed) if probed else None,
                 events=events,
                 weights=weights,
-                outcomes=None if reported is None else _outcome_rows(reported),
+                outcomes=_outcome_rows(parts) if parts else None,
             )
             self.store_s += time.perf_counter() - store_start
         tracking_start = time.perf_counter()
@@ -333,16 +334,22 @@ def _probe_points(parts: list[ProbesRecorded]) -> ProbePoints:
     )
 
 
-def _outcome_rows(out: Reported) -> OutcomeRows:
-    return OutcomeRows(
-        step=np.full(len(out), out.step, dtype=np.int64),
-        arm=out.arm,
-        family=out.family,
-        tier=out.tier,
-        variant=out.variant,
-        reward=out.reward,
-        success=out.success,
-        process=out.process,
-        cost=out.cost,
-        status=out.status,
-    )
+def _outcome_rows(parts: list[Reported]) -> OutcomeRows:
+    """The rows of one or more reports (a lagging trainer may report several batches
+    before the next is drawn), each row at its own batch's step."""
+    rows = [
+        OutcomeRows(
+            step=np.full(len(out), out.step, dtype=np.int64),
+            arm=out.arm,
+            family=out.family,
+            tier=out.tier,
+            variant=out.variant,
+            reward=out.reward,
+            success=out.success,
+            process=out.process,
+            cost=out.cost,
+            status=out.status,
+        )
+        for out in parts
+    ]
+    return rows[0] if len(rows) == 1 else OutcomeRows.concat(rows)

@@ -166,3 +166,24 @@ def test_a_listener_gets_frozen_copies_of_what_was_applied() -> None:
     sched.remove_listener(keeper)
     sched.next_batch(6)
     assert keeper.boundaries == [0, 1]
+
+
+def test_reports_that_lag_behind_the_draws_keep_their_own_steps(tmp_path: Path) -> None:
+    """A trainer two batches ahead (a stream with max_lag) reports step 0 and step 1 before
+    it draws step 2: both land in one written step, each row at its batch's step."""
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=2)
+    sched = Scheduler(cat, seed=1)
+    with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
+        rec = RunRecorder(sched, run_name="lag", store=store)
+        rec.open()
+        first, second = sched.next_batch(4), sched.next_batch(5)
+        sched.report(first, rewards=np.ones(4), success=np.ones(4))
+        sched.report(second, rewards=np.zeros(5), success=np.zeros(5))
+        sched.next_batch(3)
+        rec.close()
+        info = store.get_run("lag")
+        assert info is not None
+        rows = store.outcomes(info.run_id)
+        assert sorted(rows.step.tolist()) == [0] * 4 + [1] * 5
+        assert rows.reward[rows.step == 0].tolist() == [1.0] * 4
+        assert rows.reward[rows.step == 1].tolist() == [0.0] * 5
