@@ -78,15 +78,14 @@ def simulate_overhead(
 ) -> dict[str, float]:
     """Store cost inside the main job: the same simulate run with and without the store.
 
-    Both runs go through ``RunRecorder`` exactly as ``curriculum simulate`` does (tracking
-    off), so the difference is what the store costs the training thread: buffering rows,
-    serialising checkpoints, and handing commits to the background writer. The runs
-    alternate twice and the faster of each is kept, to damp a busy machine.
+    Both runs go through ``RunRecorder`` (a listener on the scheduler) exactly as
+    ``curriculum simulate`` does (tracking off), so the difference is what the store costs
+    the training thread: buffering rows, serialising checkpoints, and handing commits to the
+    background writer. The runs alternate twice and the faster of each is kept, to damp a
+    busy machine.
     """
     from domains import load_catalog
-    from scheduler._recorder import RecordingConfig, RunRecorder
-    from scheduler._settings import Settings
-    from scheduler._simulate import SimulationRun
+    from scheduler import RecordingConfig, RunRecorder, Settings, SimulationRun
 
     settings = Settings(steps=steps)
     catalog = load_catalog(*settings.domains)
@@ -105,8 +104,7 @@ def simulate_overhead(
         recorder.open()
         t0 = time.perf_counter()
         while sim.step < steps:
-            batch, out, probes = sim.advance()
-            recorder.step(batch, out, probes)
+            sim.advance()  # the recorder hears each report and probe round itself
         recorder.close()
         elapsed = time.perf_counter() - t0
         if store is not None:

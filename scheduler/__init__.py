@@ -1,61 +1,128 @@
-"""The scheduling core: batches out, outcomes and probes in, weights, quotas and tiers adjusted."""
+"""The scheduling core: batches out, outcomes and probes in, weights, quotas and tiers adjusted.
 
-from ._batch import Batch, Outcome, Status, TaskRef
-from ._breakers import BreakerConfig, CircuitBreakers
-from ._curves import ProbeCurves, theil_sen
-from ._demand import Demand
-from ._detectors import (
-    DetectorConfig,
-    Detectors,
-    HackingConfig,
-    PlateauConfig,
-    RegressionConfig,
-    UnlearnableConfig,
-)
-from ._errors import ConfigError, ReportError
-from ._events import Event
-from ._figures import (
-    events_figure,
-    probe_curves_figure,
-    save_figures,
-    tier_timeline_figure,
-    weights_heatmap_figure,
-)
-from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
-from ._probes import (
-    PriorityWeights,
-    ProbeExecutor,
-    ProbeResults,
-    ProbeRound,
-    ProbeRunner,
-    ProbeSnapshot,
-    ThreadProbeExecutor,
-    priority_scores,
-)
-from ._recorder import RecordingConfig, RunRecorder
-from ._retries import RetryQueue
-from ._scheduler import Scheduler, SchedulerConfig
-from ._serialize import dumps_state, loads_state, torch_safe_globals
-from ._settings import Settings
-from ._simulate import RunSummary, SimulationRun, run_simulation
-from ._weights import Weights
+Every public name is imported when first read (``from scheduler import Scheduler`` works as
+ever): ``import scheduler`` loads no numpy, scipy, SQLAlchemy, MLflow, pydantic-settings or
+torch, so ``curriculum validate`` (``scheduler.app.cli``) pays only for what it uses. Where
+each name lives is the table below; docs/design.md has the package map.
+"""
 
-# torch is imported only when its adapter is first used, so `import scheduler` stays light.
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from ._batch import (
+        Batch,
+        Outcome,
+        Status,
+        TaskRef,
+    )
+    from ._breakers import BreakerConfig, CircuitBreakers
+    from ._demand import Demand
+    from ._detectors import (
+        DetectorConfig,
+        Detectors,
+        HackingConfig,
+        PlateauConfig,
+        RegressionConfig,
+        UnlearnableConfig,
+    )
+    from ._errors import ConfigError, ReportError
+    from ._events import Event
+    from ._listeners import Listener, ProbesRecorded, Reported
+    from ._retries import RetryQueue
+    from ._scheduler import Scheduler, SchedulerConfig
+    from ._serialize import dumps_state, loads_state, torch_safe_globals
+    from ._weights import Weights
+    from .app._settings import Settings
+    from .app._simulate import RunSummary, SimulationRun, run_simulation
+    from .integrations._columns import DatasetColumns
+    from .integrations._rows import RowIndex
+    from .integrations._torch import CurriculumBatchSampler
+    from .probing._curves import ProbeCurves, theil_sen
+    from .probing._executors import ProbeExecutor, ThreadProbeExecutor
+    from .probing._handover import ProbeResults, ProbeRound, ProbeSnapshot
+    from .probing._ray import RayProbeExecutor
+    from .probing._runner import PriorityWeights, ProbeRunner, priority_scores
+    from .recording._config import RecordingConfig
+    from .recording._figures import (
+        events_figure,
+        probe_curves_figure,
+        save_figures,
+        tier_timeline_figure,
+        weights_heatmap_figure,
+    )
+    from .recording._history import (
+        AttentionRow,
+        DomainCurves,
+        EventCounts,
+        RunHistory,
+        TierTimeline,
+    )
+    from .recording._mirror import RecorderMirror
+    from .recording._recorder import RunRecorder
+
+# name -> module (relative to this package) that defines it
 _LAZY = {
-    "CurriculumBatchSampler": ".integrations._torch",
+    "Batch": "._batch",
+    "Outcome": "._batch",
+    "Status": "._batch",
+    "TaskRef": "._batch",
+    "BreakerConfig": "._breakers",
+    "CircuitBreakers": "._breakers",
+    "Demand": "._demand",
+    "DetectorConfig": "._detectors",
+    "Detectors": "._detectors",
+    "HackingConfig": "._detectors",
+    "PlateauConfig": "._detectors",
+    "RegressionConfig": "._detectors",
+    "UnlearnableConfig": "._detectors",
+    "ConfigError": "._errors",
+    "ReportError": "._errors",
+    "Event": "._events",
+    "Listener": "._listeners",
+    "ProbesRecorded": "._listeners",
+    "Reported": "._listeners",
+    "RetryQueue": "._retries",
+    "Scheduler": "._scheduler",
+    "SchedulerConfig": "._scheduler",
+    "dumps_state": "._serialize",
+    "loads_state": "._serialize",
+    "torch_safe_globals": "._serialize",
+    "Weights": "._weights",
+    "Settings": ".app._settings",
+    "RunSummary": ".app._simulate",
+    "SimulationRun": ".app._simulate",
+    "run_simulation": ".app._simulate",
     "DatasetColumns": ".integrations._columns",
     "RowIndex": ".integrations._rows",
-    "RayProbeExecutor": "._ray_probes",  # imports ray when built, not when imported
+    "CurriculumBatchSampler": ".integrations._torch",
+    "ProbeCurves": ".probing._curves",
+    "theil_sen": ".probing._curves",
+    "ProbeExecutor": ".probing._executors",
+    "ThreadProbeExecutor": ".probing._executors",
+    "ProbeResults": ".probing._handover",
+    "ProbeRound": ".probing._handover",
+    "ProbeSnapshot": ".probing._handover",
+    "RayProbeExecutor": ".probing._ray",
+    "PriorityWeights": ".probing._runner",
+    "ProbeRunner": ".probing._runner",
+    "priority_scores": ".probing._runner",
+    "RecordingConfig": ".recording._config",
+    "events_figure": ".recording._figures",
+    "probe_curves_figure": ".recording._figures",
+    "save_figures": ".recording._figures",
+    "tier_timeline_figure": ".recording._figures",
+    "weights_heatmap_figure": ".recording._figures",
+    "AttentionRow": ".recording._history",
+    "DomainCurves": ".recording._history",
+    "EventCounts": ".recording._history",
+    "RunHistory": ".recording._history",
+    "TierTimeline": ".recording._history",
+    "RunRecorder": ".recording._recorder",
+    "RecorderMirror": ".recording._mirror",
 }
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
-
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
     "AttentionRow",
@@ -72,6 +139,7 @@ __all__ = [
     "Event",
     "EventCounts",
     "HackingConfig",
+    "Listener",
     "Outcome",
     "PlateauConfig",
     "PriorityWeights",
@@ -81,10 +149,13 @@ __all__ = [
     "ProbeRound",
     "ProbeRunner",
     "ProbeSnapshot",
+    "ProbesRecorded",
     "RayProbeExecutor",
+    "RecorderMirror",
     "RecordingConfig",
     "RegressionConfig",
     "ReportError",
+    "Reported",
     "RetryQueue",
     "RowIndex",
     "RunHistory",

@@ -20,7 +20,11 @@ from scipy import stats
 from domains import Catalog
 from policies import binomial_interval
 
-from ._curves import (
+from ._errors import ConfigError
+from ._events import Event
+from ._statecheck import compare, finite_like, non_negative
+from ._variants import occurrence_rank
+from .probing._curves import (
     BoolArray,
     FloatArray,
     IntArray,
@@ -31,10 +35,6 @@ from ._curves import (
     checked_arrays,
     validate_points,
 )
-from ._errors import ConfigError
-from ._events import Event
-from ._statecheck import compare, finite_like, non_negative
-from ._variants import occurrence_rank
 
 logger = logging.getLogger(__name__)
 

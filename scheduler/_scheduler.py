@@ -36,22 +36,23 @@ from policies import (
 from ._batch import Batch, Outcome, Status
 from ._breakers import BreakerConfig, CircuitBreakers
 from ._checkpoint import STATE_FORMAT, checked_state
-from ._curves import ProbeCurves
 from ._demand import Demand, expected_demand
 from ._detectors import DetectorConfig, Detectors
 from ._errors import ConfigError, ReportError
 from ._events import Event
+from ._listeners import Listener, Listeners
 from ._pending import PendingBatches
-from ._probes import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot, call_probe_many
 from ._report_checks import Columns, family_id, parse_columns, parse_outcomes, parse_probes
 from ._retries import RetryQueue
 from ._state import ArmStats
 from ._variants import occurrence_rank, permuted_index
 from ._weights import Weights
 from .backends._protocol import BatchOutcomes
+from .probing._curves import ProbeCurves
+from .probing._handover import ProbeMany, ProbeResults, ProbeRound, ProbeSnapshot, call_probe_many
 
 if TYPE_CHECKING:
-    from ._settings import Settings
+    from .app._settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,7 @@ class Scheduler:
         )
         self._last_batch_size: int | None = None  # demand()'s default batch size
         self._events: list[Event] = []
+        self.listeners = Listeners(catalog)  # the recorder, ...: see add_listener
         self._weights: Weights | None = None
         self._cdf: FloatArray | None = None
         self._tier_cdf: FloatArray | None = None  # float64 [n_arms], family f spans (f, f+1]
@@ -484,6 +486,7 @@ class Scheduler:
         by cycling each arm's pool without replacement."""
         if n <= 0:
             raise ValueError(f"batch size must be positive, got {n}")
+        self.listeners.before_batch(self.step)
         self._events += self.breakers.tick(self.step)
         self._refresh_gates()
         self.weights()
@@ -595,6 +598,7 @@ class Scheduler:
             attempt = matched.attempt
             self._pending.take_rows(matched)
         self._feed(step, arm, variant, attempt, columns)
+        self.listeners.report(step, arm, variant, columns)
 
     def record_outcomes(self, outcomes: Sequence[Outcome], step: int | None = None) -> None:
         """Apply outcomes of tasks this scheduler did not draw (a warm start from another
@@ -789,6 +793,7 @@ class Scheduler:
             cat, self.tiers.tier, families, scores, tiers, n, step, max(self.step - 1, 0)
         )
         fam, sc, tr, nn, at = probes.family, probes.score, probes.tier, probes.n, probes.step
+        self.listeners.probes(at, fam, tr, sc, nn, side)
         arm = cat.arm_start[fam] + tr
         st = self.stats
         st.prev_probe_score[arm] = st.probe_score[arm]
@@ -1223,6 +1228,15 @@ class Scheduler:
                 )
         self._events += self.breakers.record_probe_results(results.families, results.ok, self.step)
         self._refresh_gates()
+
+    # ------------------------------------------------------------------ listeners
+    def add_listener(self, listener: Listener) -> None:
+        """Have ``listener`` hear of every report, probe and step boundary (scheduler/
+        _listeners.py): ``sched.add_listener(recorder)`` records a run with no second call."""
+        self.listeners.add(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self.listeners.remove(listener)
 
     # ------------------------------------------------------------------ events
     def drain_events(self) -> list[Event]:

@@ -21,7 +21,7 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {}), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "scheduler.cli", *args],
+        [sys.executable, "-m", "scheduler.app.cli", *args],
         cwd=cwd,
         env=full_env,
         capture_output=True,
@@ -178,7 +178,7 @@ def test_a_misspelt_flag_prints_the_subcommands_usage() -> None:
 
 def test_help_lists_the_policies_and_explains_every_flag() -> None:
     from policies import available_policies
-    from scheduler.cli import build_parser
+    from scheduler.app.cli import build_parser
 
     result = run("simulate", "--help")
     assert result.returncode == 0
@@ -222,7 +222,7 @@ def test_report_prints_evidence_at_a_readable_precision(tmp_path: Path) -> None:
 
 
 def test_report_rounds_numbers_inside_lists_and_mappings() -> None:
-    from scheduler._report import _short
+    from scheduler.app._report import _short
 
     assert _short([0.751234567, 0.86412345]) == "[0.751, 0.864]"  # a confidence interval
     assert _short({"low": 0.0231234, "n": 32}) == "{low: 0.023, n: 32}"
@@ -259,7 +259,7 @@ def test_an_error_is_one_line_when_piped_at_80_columns(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "80", "CURRICULUM_TIERS__PROMOTE_AT": "2"}
     args = ["simulate", "--no-progress", "--db", f"sqlite:///{tmp_path}/c.db"]
     result = subprocess.run(
-        [sys.executable, "-m", "scheduler.cli", *args],
+        [sys.executable, "-m", "scheduler.app.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -49,7 +49,7 @@ def test_the_python_blocks_run_as_written(
     # The trainer example left a run that `curriculum report` reads.
     from rich.console import Console
 
-    from scheduler._report import print_report
+    from scheduler.app._report import print_report
 
     console = Console(record=True, width=200)
     assert print_report("sqlite:////tmp/my-trainer.db", "my-trainer", console) == 0

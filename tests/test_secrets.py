@@ -16,8 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from scheduler._main_job import mlflow_line
-from scheduler.cli import main
+from scheduler.app._main_job import mlflow_line
+from scheduler.app.cli import main
 from scheduler.tracking import free_port, mask_secrets, mask_url, start_ui_server
 
 PG = "127.0.0.1:5432/test"

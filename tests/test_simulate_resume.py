@@ -30,7 +30,7 @@ def _simulate(tmp: Path, *args: str, baseline: bool = False) -> subprocess.Popen
         [
             sys.executable,
             "-m",
-            "scheduler.cli",
+            "scheduler.app.cli",
             "simulate",
             "--no-progress",
             *([] if baseline else ["--no-baseline"]),

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .._probes import ProbeRound
 from .._scheduler import Scheduler
+from ..probing import ProbeRound
 
 T = TypeVar("T")
 IntArray = npt.NDArray[np.int64]

@@ -13,23 +13,24 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .._batch import Batch, Status
+from .._batch import Batch
 from .._errors import ConfigError, ReportError
-from .._probes import ProbeRound
-from .._recorder import RunRecorder
 from .._scheduler import Scheduler
 from .._serialize import dumps_state, loads_state
-from ..backends import BatchOutcomes
+from ..probing import ProbeRound
+from ..recording._mirror import RecorderMirror
 from ._collective import ProbeMany, all_gather, broadcast, rank_and_world, replicated_probe_round
 from ._stream import batch_from_state, batch_state, sub_batch
 
+if TYPE_CHECKING:
+    from ..recording import RunRecorder
+
 IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 _FIELDS = ("rewards", "success", "process", "cost", "status")
 
 
@@ -70,8 +71,11 @@ class ReplicatedScheduler:
         self.scheduler = scheduler
         self.group = group
         self.rank, self.world_size = rank_and_world(group)
-        self._recording = recorder is not None  # the same on every rank
         self.recorder = recorder(scheduler) if recorder is not None and self.rank == 0 else None
+        # rank 0's recorder drains events and caches weights as each step begins; from
+        # open() on, the other replicas do the same there, so every state stays byte-equal
+        mirrored = recorder is not None and self.rank != 0
+        self._mirror = RecorderMirror(scheduler) if mirrored else None
         self._batches: dict[int, Batch] = {}  # global batches awaiting their report
         # every replica carries rank 0's batch token, so their states are byte-equal
         if not scheduler.awaiting_report():
@@ -82,6 +86,8 @@ class ReplicatedScheduler:
         """Open the run on rank 0; with ``resume``, rank 0 restores the store's latest
         checkpoint and every rank takes that state. Returns the restored step (or None)."""
         restored = self.recorder.open(resume=resume) if self.recorder is not None else None
+        if self._mirror is not None:
+            self.scheduler.add_listener(self._mirror)
         if resume:
             self.sync_from(0)
         step: int | None = broadcast(restored if self.rank == 0 else None, group=self.group)
@@ -90,6 +96,9 @@ class ReplicatedScheduler:
     def close(self, summary: Mapping[str, Any] | None = None) -> None:
         if self.recorder is not None:
             self.recorder.close(summary)
+        if self._mirror is not None:  # as the recorder's close does on rank 0
+            self.scheduler.remove_listener(self._mirror)
+            self.scheduler.drain_events()
 
     @property
     def is_writer(self) -> bool:
@@ -155,15 +164,8 @@ class ReplicatedScheduler:
             full = np.empty(len(batch), dtype=object)
             full[order] = values
             columns[name] = full if name == "status" else full.astype(np.float64)
-        self.scheduler.report(batch, **columns)
+        self.scheduler.report(batch, **columns)  # rank 0's recorder hears it as a listener
         del self._batches[batch.step]
-        if self._recording:
-            # the recorder drains events and caches weights: every replica does the same
-            self.scheduler.weights()
-            if self.recorder is not None:
-                self.recorder.step(batch, _outcomes(batch, columns, self.scheduler))
-            else:
-                self.scheduler.drain_events()
 
     def probe_round(self, probe: ProbeMany) -> ProbeRound:
         """A probe round evaluated on rank 0, replayed on the others (the same probes land
@@ -199,31 +201,3 @@ class ReplicatedScheduler:
         """Take rank ``src``'s state: a restarted rank calls this (every rank does) to rejoin."""
         blob = dumps_state(self.state_dict()) if self.rank == src else None
         self.load_state_dict(loads_state(broadcast(blob, src=src, group=self.group)))
-
-
-def _outcomes(batch: Batch, columns: Mapping[str, Any], sched: Scheduler) -> BatchOutcomes:
-    n = len(batch)
-
-    def col(name: str, default: float) -> FloatArray:
-        value = columns.get(name)
-        return np.full(n, default) if value is None else np.asarray(value, dtype=np.float64)
-
-    codes = np.zeros(n, dtype=np.int64)
-    status = columns.get("status")
-    if status is not None:  # already accepted by report(); a handful of distinct values
-        distinct, inverse = np.unique(np.asarray(status).astype(str), return_inverse=True)
-        parsed = [int(Status.parse(int(v) if v.lstrip("-").isdigit() else v)) for v in distinct]
-        codes = np.asarray(parsed, dtype=np.int64)[inverse.reshape(-1)]
-    reward = col("rewards", np.nan)
-    success = columns.get("success")
-    return BatchOutcomes(
-        reward=reward,
-        success=(
-            (reward >= sched.catalog.reward_high[batch.family]).astype(np.float64)
-            if success is None
-            else np.asarray(success, dtype=np.float64)
-        ),
-        process=col("process", np.nan),
-        cost=col("cost", np.nan),
-        status=codes,
-    )

@@ -22,7 +22,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from trl import GRPOTrainer
 
 from .._errors import ConfigError
-from .._probes import ProbeRound
+from ..probing import ProbeRound
 from ._collective import replicated_probe_round
 from ._grpo import GRPOCurriculum
 from ._repeat import CurriculumRepeatSampler

@@ -10,40 +10,28 @@ locked" when it tries to upgrade its read lock.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import (
     Connection,
-    Engine,
-    Row,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     select,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.engine.url import URL
-from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.exc import IntegrityError
 
 from domains import Catalog
 
 from .._batch import Status
 from .._events import Event
-from .._redact import mask_url
 from . import _codec
+from ._engine import Database
 from ._migrations import current_version, upgrade
 from ._models import (
     CHECKPOINTS_T,
@@ -65,137 +53,25 @@ from ._protocol import (
     StoreError,
     WeightsArg,
 )
+from ._rows import (
+    WEIGHT_DTYPE,
+    ProbeRows,
+    as_utc,
+    checkpoint_row,
+    event_rows,
+    int_column,
+    probe_points_of,
+    probe_rows,
+    run_info,
+    utcnow,
+    weight_pairs,
+    weight_row,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "sqlite:///curriculum.db"
 DEFAULT_LOCK_TIMEOUT_S = 60.0
-_BUSY_SLICE_S = 2.0  # SQLite waits this long per try; between tries we say that we wait
-_CORRUPT = ("file is not a database", "malformed", "database corrupt", "disk i/o error")
-_WAL_AUTOCHECKPOINT_PAGES = 10_000
-_CACHE_KIB = 64 * 1024  # per connection
-_READ_ONLY = "cs_read_only"  # execution option: begin a plain (deferred) transaction
-_WEIGHT_DTYPE = np.dtype("<f8")
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def _as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-@dataclass(frozen=True)
-class _ProbeRows:
-    """Probe rows as columns (name -> Python list), ready for either insert path."""
-
-    columns: dict[str, list[Any]]
-    n: int
-
-    def __bool__(self) -> bool:
-        return self.n > 0
-
-
-def _rows(keys: Sequence[str], columns: Sequence[list[Any]], **const: Any) -> list[dict[str, Any]]:
-    """Row dicts for executemany from aligned Python lists (``ndarray.tolist()``)."""
-    if const:
-        return [
-            {**const, **dict(zip(keys, vals, strict=True))} for vals in zip(*columns, strict=True)
-        ]
-    return [dict(zip(keys, vals, strict=True)) for vals in zip(*columns, strict=True)]
-
-
-def _float_column(values: Sequence[Any]) -> FloatArray:
-    # None comes back where SQLite stored a NaN as NULL.
-    return np.array(values, dtype=np.float64) if values else np.zeros(0, np.float64)
-
-
-def _int_column(values: Sequence[Any]) -> IntArray:
-    return np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
-
-
-def _columns(rows: Sequence[Row[Any]], width: int) -> list[tuple[Any, ...]]:
-    return list(zip(*rows, strict=True)) if rows else [() for _ in range(width)]
-
-
-def _weight_pairs(weights: WeightsArg | None) -> list[tuple[int, Any]]:
-    if weights is None:
-        return []
-    if isinstance(weights, tuple) and len(weights) == 2 and not isinstance(weights[0], tuple):
-        step, arr = weights
-        return [(int(step), arr)]
-    try:
-        return [(int(step), arr) for step, arr in weights]
-    except (TypeError, ValueError):
-        raise StoreError(
-            "weights: expected (step, array) or a list of (step, array) pairs"
-        ) from None
-
-
-def _parse_url(url: str) -> tuple[URL, bool]:
-    """The SQLAlchemy URL for a store URL, and whether it is an in-memory SQLite database."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise StoreError(
-            f"store URL {mask_url(url)!r}: not a database URL; use sqlite:///path.db, sqlite:// "
-            "(in memory) or postgresql+psycopg://user@host:5432/db"
-        ) from None
-    backend = parsed.get_backend_name()
-    if backend not in ("sqlite", "postgresql"):
-        raise StoreError(
-            f"store URL {mask_url(url)!r}: unsupported database {backend!r}; use "
-            "sqlite:///path.db, sqlite:// (in memory) or postgresql+psycopg://user@host:5432/db"
-        )
-    driver = parsed.get_driver_name()
-    if backend == "sqlite":
-        if driver not in ("pysqlite", ""):
-            raise StoreError(
-                f"store URL {mask_url(url)!r}: use the built-in driver, sqlite:///path.db"
-            )
-        database = parsed.database
-        if database == "" and url.rstrip().endswith(":///"):
-            parsed = parsed.set(database="curriculum.db")
-        memory = parsed.database in (None, "", ":memory:")
-        return parsed, memory
-    if backend == "postgresql":
-        if driver not in ("psycopg", "psycopg2"):
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        elif driver == "psycopg2":
-            raise StoreError(
-                f"store URL {mask_url(url)!r}: the store uses psycopg 3; write postgresql+psycopg://..."
-            )
-        return parsed, False
-    raise StoreError(
-        f"store URL {mask_url(url)!r}: unsupported database {backend!r}; use sqlite:///path.db, "
-        "sqlite:// (in memory) or postgresql+psycopg://user@host:5432/db"
-    )
-
-
-def _install_sqlite_hooks(engine: Engine, memory: bool) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Let SQLAlchemy's "begin" hook below issue BEGIN itself (pysqlite's own is deferred).
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {int(_BUSY_SLICE_S * 1000)}")
-        if not memory:
-            cur.execute("PRAGMA journal_mode = WAL")
-        cur.execute("PRAGMA synchronous = NORMAL")
-        # Checkpoint the WAL into the database every ~40 MB rather than every 4 MB: each
-        # checkpoint fsyncs, and at one blob of outcomes per step the default fires often.
-        cur.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT_PAGES}")
-        # A curve read touches one table page per point: keep a run's pages in SQLite's
-        # cache (default 2 MB) instead of re-reading them from the OS on every read.
-        cur.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
-        cur.execute("PRAGMA foreign_keys = ON")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        read_only = conn.get_execution_options().get(_READ_ONLY, False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class SqlStore:
@@ -212,177 +88,19 @@ class SqlStore:
             raise StoreError(f"keep_checkpoints: must be at least 1, got {keep_checkpoints}")
         if not lock_timeout_s > 0:
             raise StoreError(f"lock_timeout_s: must be a positive number, got {lock_timeout_s}")
-        parsed, memory = _parse_url(url)
-        self.url = parsed.render_as_string(hide_password=True)
+        self._db = Database(url, lock_timeout_s)
+        self.url, self.dialect = self._db.url, self._db.dialect
         self.keep_checkpoints = keep_checkpoints
         self.lock_timeout_s = lock_timeout_s
-        self._opened = False
-        self.dialect = parsed.get_backend_name()
-        # In-memory SQLite is one connection shared by every thread, serialised by a lock.
-        self._lock: contextlib.AbstractContextManager[Any] = (
-            threading.RLock() if memory else contextlib.nullcontext()
-        )
+        self._engine = self._db.engine  # what the migration tests inspect
+        self._begin = self._db.begin  # a write transaction (BEGIN IMMEDIATE on SQLite)
+        self._read = self._db.read  # a read transaction: one snapshot, no write lock
         self._families: dict[int, int] = {}  # run_id -> number of families, for validation
         self._probe_insert: tuple[str, tuple[str, ...]] | None = None  # SQLite fast path
-        if self.dialect == "sqlite":
-            kwargs: dict[str, Any] = {
-                "connect_args": {"check_same_thread": False, "timeout": _BUSY_SLICE_S}
-            }
-            if memory:
-                kwargs["poolclass"] = StaticPool
-            self._engine = create_engine(parsed, **kwargs)
-            _install_sqlite_hooks(self._engine, memory)
-        else:
-            self._engine = create_engine(parsed, pool_pre_ping=True)
-        try:
-            with self._begin() as conn:
-                old = upgrade(conn)
-        except OperationalError as exc:
-            self._engine.dispose()
-            if exc.statement is not None and not _is_corrupt(exc):  # a statement failed
-                raise
-            reason = " ".join(str(exc.orig).split())
-            raise StoreError(
-                f"cannot open the store at {self.url}: {reason}; check that the "
-                "database server is running and the URL (user, host, port, database) is right"
-            ) from None
-        except DatabaseError as exc:
-            self._engine.dispose()
-            if not _is_corrupt(exc):
-                raise
-            raise self._corrupt(exc) from None
-        except BaseException:
-            self._engine.dispose()
-            raise
-        self._opened = True
+        old = self._db.open(upgrade)
         log.debug("opened store %s (schema was version %d)", self.url, old)
 
-    # Transactions ------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _begin(self) -> Iterator[Connection]:
-        """A write transaction (BEGIN IMMEDIATE on SQLite); commits on exit, else rolls back."""
-        with self._lock:
-            conn, trans = self._start(read_only=False)
-            with self._named_errors(), conn, trans:
-                yield conn
-
-    @contextlib.contextmanager
-    def _read(self) -> Iterator[Connection]:
-        """A read transaction: one consistent snapshot, no write lock taken."""
-        with self._lock:
-            conn, trans = self._start(read_only=True)
-            with self._named_errors(), conn, trans:
-                yield conn
-
-    def _start(self, *, read_only: bool) -> tuple[Connection, Any]:
-        """A connection with its transaction begun. While another process holds SQLite's
-        write lock, say so in the log and try again, up to ``lock_timeout_s`` in all."""
-        began = time.monotonic()
-        warned = 0.0
-        while True:
-            conn: Connection | None = None
-            try:
-                conn = self._engine.connect()
-                if read_only:
-                    conn.execution_options(**{_READ_ONLY: True})
-                return conn, conn.begin()
-            except OperationalError as exc:
-                if conn is not None:
-                    conn.close()
-                # A server that went away mid-run (a restart) is waited for; one that cannot
-                # be reached when the store is opened is a bad URL, reported at once.
-                if self._opened and self.dialect != "sqlite" and exc.statement is None:
-                    waited = time.monotonic() - began
-                    if waited >= self.lock_timeout_s:
-                        reason = " ".join(str(exc.orig).split())
-                        raise StoreError(
-                            f"cannot reach the store at {self.url} for {waited:.0f} s (limit "
-                            f"{self.lock_timeout_s:g} s): {reason}; nothing more was written: "
-                            "start the server again and resume the run (--resume)"
-                        ) from None
-                    if waited - warned >= 10.0 or not warned:
-                        warned = max(waited, 1e-9)
-                        log.warning(
-                            "the store %s is unreachable; retrying (%.0f s so far, giving up "
-                            "after %g s)",
-                            self.url,
-                            waited,
-                            self.lock_timeout_s,
-                        )
-                    time.sleep(min(1.0, max(self.lock_timeout_s - waited, 0.0)))
-                    continue
-                if "locked" not in str(exc.orig) and "busy" not in str(exc.orig):
-                    raise
-                waited = time.monotonic() - began + _BUSY_SLICE_S
-                if waited >= self.lock_timeout_s:
-                    raise StoreError(
-                        f"the store {self.url} has been locked by another process for "
-                        f"{waited:.0f} s (limit {self.lock_timeout_s:g} s): stop the other "
-                        "writer, or raise the limit (settings: store_lock_timeout_s)"
-                    ) from None
-                if waited - warned >= 10.0 or not warned:
-                    warned = waited
-                    log.warning(
-                        "the store %s is locked by another process; waiting (%.0f s so far, "
-                        "giving up after %g s)",
-                        self.url,
-                        waited,
-                        self.lock_timeout_s,
-                    )
-            except DatabaseError as exc:
-                if conn is not None:
-                    conn.close()
-                if not _is_corrupt(exc):
-                    raise
-                raise self._corrupt(exc) from None
-
-    @contextlib.contextmanager
-    def _named_errors(self) -> Iterator[None]:
-        """A damaged database found mid-query becomes a StoreError that says what to do."""
-        try:
-            yield
-        except DatabaseError as exc:
-            if isinstance(exc, IntegrityError):
-                raise
-            text = str(exc.orig).lower()
-            if "disk is full" in text or "no space left" in text:
-                raise StoreError(
-                    f"the disk holding the store {self.url} is full: this write was rolled "
-                    "back and nothing committed before it is lost; free some space and "
-                    "resume the run (--resume)"
-                ) from None
-            if exc.connection_invalidated:
-                raise StoreError(
-                    f"lost the connection to the store {self.url} mid-write "
-                    f"({' '.join(str(exc.orig).split())}): this write was rolled back; "
-                    "resume the run (--resume) once the server is back"
-                ) from None
-            if not _is_corrupt(exc):
-                raise
-            raise self._corrupt(exc) from None
-
-    def _corrupt(self, exc: DatabaseError) -> StoreError:
-        reason = " ".join(str(exc.orig).split())
-        return StoreError(
-            f"the store {self.url} is damaged or not a store database ({reason}): restore "
-            "it from a backup, or recover what can be read with "
-            "`sqlite3 DB .recover | sqlite3 recovered.db` and pass --db with the copy; "
-            "or move the file away to start afresh"
-        )
-
     # Runs --------------------------------------------------------------------------------
-    @staticmethod
-    def _run_info(row: Row[Any]) -> RunInfo:
-        return RunInfo(
-            run_id=int(row.id),
-            name=str(row.name),
-            seed=int(row.seed),
-            created_at=_as_utc(row.created_at),
-            config=json.loads(row.config_json),
-            catalog_fingerprint=str(row.catalog_fingerprint),
-            families=tuple(json.loads(row.families_json)),
-        )
-
     def open_run(
         self,
         name: str,
@@ -404,7 +122,7 @@ class SqlStore:
             with self._begin() as conn:
                 row = conn.execute(select(RUNS_T).where(RUNS_T.c.name == name)).one_or_none()
                 if row is not None:
-                    info = self._run_info(row)
+                    info = run_info(row)
                     if not resume:
                         raise StoreError(
                             f"run {name!r} already exists (id {info.run_id}, created "
@@ -425,7 +143,7 @@ class SqlStore:
                         "drop resume (--resume) to start it, or pick one of: "
                         + (", ".join(self._run_names(conn)) or "(no runs yet)")
                     )
-                created = _utcnow()
+                created = utcnow()
                 run_id = conn.execute(
                     insert(RUNS_T)
                     .values(
@@ -448,7 +166,7 @@ class SqlStore:
             run_id=int(run_id),
             name=name,
             seed=int(seed),
-            created_at=_as_utc(created),
+            created_at=as_utc(created),
             config=json.loads(config_json),
             catalog_fingerprint=fingerprint,
             families=tuple(catalog.family_names),
@@ -461,12 +179,12 @@ class SqlStore:
     def get_run(self, name: str) -> RunInfo | None:
         with self._read() as conn:
             row = conn.execute(select(RUNS_T).where(RUNS_T.c.name == name)).one_or_none()
-        return None if row is None else self._run_info(row)
+        return None if row is None else run_info(row)
 
     def runs(self) -> list[RunInfo]:
         with self._read() as conn:
             rows = conn.execute(select(RUNS_T).order_by(RUNS_T.c.id)).all()
-        return [self._run_info(r) for r in rows]
+        return [run_info(r) for r in rows]
 
     def _n_families(self, run_id: int) -> int:
         n = self._families.get(run_id)
@@ -508,37 +226,32 @@ class SqlStore:
         """
         run_id = int(run_id)
         # Validate and encode before taking the write lock: the lock is held only for SQL.
-        probe_rows = self._probe_rows(run_id, probe_points) if probe_points is not None else ()
+        probes = None
+        if probe_points is not None:
+            probes = probe_rows(run_id, probe_points)
+            self._check_families(run_id, "probe_points", probe_points.family)
         outcome_rows = self._outcome_rows(run_id, outcomes) if outcomes is not None else []
-        event_rows = self._event_rows(run_id, events)
-        weight_rows = [self._weight_row(run_id, st, w) for st, w in _weight_pairs(weights)]
-        ckpt = self._checkpoint_row(run_id, *checkpoint) if checkpoint is not None else None
-        if not (probe_rows or outcome_rows or event_rows or weight_rows or ckpt):
+        events_rows = event_rows(run_id, events)
+        weight_rows = [weight_row(run_id, st, w) for st, w in weight_pairs(weights)]
+        ckpt = checkpoint_row(run_id, *checkpoint) if checkpoint is not None else None
+        if events_rows or weight_rows or ckpt is not None:
+            self._n_families(run_id)  # the run exists
+        if not (probes or outcome_rows or events_rows or weight_rows or ckpt):
             self._n_families(run_id)  # still reject an unknown run
             return
         with self._begin() as conn:
-            if probe_rows:
-                self._insert_probes(conn, probe_rows)
+            if probes:
+                self._insert_probes(conn, probes)
             if outcome_rows:
                 conn.execute(insert(OUTCOMES_T), outcome_rows)
-            if event_rows:
-                conn.execute(insert(EVENTS_T), event_rows)
+            if events_rows:
+                conn.execute(insert(EVENTS_T), events_rows)
             if weight_rows:
                 self._insert_weights(conn, weight_rows)
             if ckpt is not None:
                 self._insert_checkpoint(conn, ckpt)
 
-    def _probe_rows(self, run_id: int, points: ProbePoints) -> _ProbeRows:
-        if not isinstance(points, ProbePoints):
-            raise StoreError(f"probe_points: expected ProbePoints, got {type(points).__name__}")
-        self._check_families(run_id, "probe_points", points.family)
-        n = len(points)
-        columns = {c: getattr(points, c).tolist() for c in PROBE_COLUMNS}
-        columns["run_id"] = [run_id] * n
-        columns["probe_version"] = [points.probe_version] * n
-        return _ProbeRows(columns, n)
-
-    def _insert_probes(self, conn: Connection, rows: _ProbeRows) -> None:
+    def _insert_probes(self, conn: Connection, rows: ProbeRows) -> None:
         """The hot insert (a probe round of every family per step). On SQLite the Core
         ``insert(PROBES_T)`` is compiled once and executed by the driver with tuples: the
         per-row parameter processing of a dict executemany cost 5 us a row, more than the
@@ -565,52 +278,6 @@ class SqlStore:
     def _outcome_rows(self, run_id: int, rows: OutcomeRows) -> list[dict[str, Any]]:
         self._check_outcomes(run_id, rows)
         return [{"run_id": run_id, **chunk} for chunk in _codec.encode(rows)]
-
-    def _event_rows(self, run_id: int, events: Sequence[Event]) -> list[dict[str, Any]]:
-        out = []
-        for i, ev in enumerate(events):
-            if not isinstance(ev, Event):
-                raise StoreError(f"events[{i}]: expected scheduler.Event, got {type(ev).__name__}")
-            try:
-                payload = json.dumps(ev.payload, sort_keys=True, allow_nan=True)
-            except (TypeError, ValueError) as exc:
-                raise StoreError(
-                    f"events[{i}].payload ({ev.kind} at step {ev.step}): must be "
-                    f"JSON-serialisable ({exc})"
-                ) from None
-            out.append(
-                {
-                    "run_id": run_id,
-                    "step": int(ev.step),
-                    "kind": str(ev.kind),
-                    "family": ev.family,
-                    "domain": ev.domain,
-                    "payload_json": payload,
-                }
-            )
-        if out:
-            self._n_families(run_id)
-        return out
-
-    def _weight_row(self, run_id: int, step: int, weights: FloatArray) -> dict[str, Any]:
-        arr = np.asarray(weights)
-        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.number):
-            raise StoreError(
-                f"weights at step {step}: must be a 1-D numeric array, got shape {arr.shape} "
-                f"dtype {arr.dtype}"
-            )
-        self._n_families(run_id)
-        data = np.ascontiguousarray(arr, dtype=_WEIGHT_DTYPE).tobytes()
-        return {"run_id": run_id, "step": int(step), "size": int(arr.shape[0]), "data": data}
-
-    def _checkpoint_row(self, run_id: int, step: int, state: bytes) -> dict[str, Any]:
-        if not isinstance(state, bytes | bytearray | memoryview):
-            raise StoreError(
-                f"checkpoint at step {step}: state must be bytes from dumps_state(), "
-                f"got {type(state).__name__}"
-            )
-        self._n_families(run_id)
-        return {"run_id": run_id, "step": int(step), "created_at": _utcnow(), "state": bytes(state)}
 
     def _insert_weights(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         # One row per step: a rewrite of a step (after a resume) replaces it.
@@ -658,16 +325,6 @@ class SqlStore:
                 conn.execute(delete(t).where((t.c.run_id == run_id) & (t.c.step > step)))
 
     # Reading -----------------------------------------------------------------------------
-    @staticmethod
-    def _probe_points(rows: Sequence[Row[Any]]) -> ProbePoints:
-        cols = _columns(rows, len(PROBE_COLUMNS) + 1)
-        versions = sorted({str(v) for v in cols[-1]})
-        arrays: dict[str, Any] = {
-            name: (_float_column(col) if name in _FLOAT_PROBE else _int_column(col))
-            for name, col in zip(PROBE_COLUMNS, cols, strict=False)
-        }
-        return ProbePoints(**arrays, probe_version=",".join(versions))
-
     def probe_curve(self, run_id: int, family: int, tier: int | None = None) -> ProbePoints:
         """The points of one family (one tier, or all tiers), ordered by step."""
         t = PROBES_T
@@ -677,7 +334,7 @@ class SqlStore:
         stmt = select(*_PROBE_SELECT).where(where).order_by(t.c.step, t.c.tier, t.c.id)
         with self._read() as conn:
             rows = conn.execute(stmt).all()
-        return self._probe_points(rows)
+        return probe_points_of(rows)
 
     def probe_points(self, run_id: int, since_step: int | None = None) -> ProbePoints:
         """Every family's points (step >= since_step), ordered by step, family, tier."""
@@ -688,7 +345,7 @@ class SqlStore:
         stmt = select(*_PROBE_SELECT).where(where).order_by(t.c.step, t.c.family, t.c.tier, t.c.id)
         with self._read() as conn:
             rows = conn.execute(stmt).all()
-        return self._probe_points(rows)
+        return probe_points_of(rows)
 
     def events(
         self,
@@ -733,8 +390,8 @@ class SqlStore:
                 f"run {run_id}: weight rows have different lengths {sorted(sizes)}; read them "
                 "per step, or start a new run when the catalog changes"
             )
-        steps = _int_column([r.step for r in rows])
-        flat = np.frombuffer(b"".join(bytes(r.data) for r in rows), dtype=_WEIGHT_DTYPE)
+        steps = int_column([r.step for r in rows])
+        flat = np.frombuffer(b"".join(bytes(r.data) for r in rows), dtype=WEIGHT_DTYPE)
         return steps, flat.astype(np.float64).reshape(len(rows), sizes.pop())
 
     def replay_set(
@@ -797,7 +454,7 @@ class SqlStore:
         """Record ``rows`` under ``name`` once; a frozen set never changes."""
         self._check_outcomes(run_id, rows)
         data, uris_json = _codec.encode_flat(rows)
-        values = {"run_id": run_id, "name": name, "created_at": _utcnow(), "size": len(rows)}
+        values = {"run_id": run_id, "name": name, "created_at": utcnow(), "size": len(rows)}
         try:
             with self._begin() as conn:
                 conn.execute(insert(REGSETS_T), [{**values, "data": data, "uris_json": uris_json}])
@@ -895,7 +552,7 @@ class SqlStore:
             return str(exc)
 
     def close(self) -> None:
-        self._engine.dispose()
+        self._db.dispose()
 
     def __enter__(self) -> SqlStore:
         return self
@@ -907,7 +564,6 @@ class SqlStore:
         return f"SqlStore({self.url!r})"
 
 
-_FLOAT_PROBE = frozenset({"wall_time", "score", "ci_low", "ci_high"})
 _PROBE_SELECT = (*(PROBES_T.c[c] for c in PROBE_COLUMNS), PROBES_T.c.probe_version)
 _CHUNK_SELECT = (OUTCOMES_T.c.step, OUTCOMES_T.c.size, OUTCOMES_T.c.data, OUTCOMES_T.c.uris_json)
 
@@ -922,11 +578,6 @@ def _newest_first(chunks: Sequence[Any], mask: npt.NDArray[np.bool_]) -> IntArra
     chunk = np.repeat(np.arange(len(sizes)), sizes)
     mirrored = starts[chunk] + (ends[chunk] - 1 - pos)  # row i of a chunk -> row size-1-i
     return mirrored[mask[mirrored]]
-
-
-def _is_corrupt(exc: DatabaseError) -> bool:
-    text = str(exc.orig).lower()
-    return any(word in text for word in _CORRUPT)
 
 
 def open_store(

@@ -1,8 +1,9 @@
 """MLflowTracker: batched, asynchronous and resilient logging to MLflow.
 
 The training thread only appends to an in-memory buffer under a lock (no I/O). One
-background thread owns the MlflowClient: it drains the buffer into ``log_batch`` calls of
-at most ``batch_size`` metrics, uploads artifacts, and keeps ``events.jsonl`` current. When
+background thread owns the MlflowClient: it opens the run (``_start``), then drains the
+buffer into ``log_batch`` calls of at most ``batch_size`` metrics, uploads artifacts, and
+keeps ``events.jsonl`` current, each kind of work one lane (``_lanes``). When
 MLflow fails, the batch is kept and retried with exponential backoff; the training thread
 never waits. What is still unsent when :meth:`MLflowTracker.close` gives up is counted as
 dropped, reported in a warning and, if the server answers again, in ``tracking/dropped``.
@@ -19,7 +20,6 @@ import tempfile
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +30,14 @@ import yaml
 
 from .._events import Event
 from .._redact import mask_secrets
-from ._buffer import MetricBuffer, Record
 from ._errors import TrackingError
+from ._lanes import ArtifactLane, EventLane, Lane, MetricLane, json_default
 from ._names import sanitize_name
 from ._params import flatten_params, package_versions
 from ._protocol import TrackerStats
-from ._sink import MetricRows, Sink, make_sink
-from ._uri import default_artifact_location, is_http, prepare_environment, resolve_tracking_uri
+from ._sink import Sink, make_sink
+from ._start import RunStart, is_permanent
+from ._uri import is_http, prepare_environment, resolve_tracking_uri
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -45,42 +46,14 @@ logger = logging.getLogger(__name__)
 
 EVENTS_FILE = "events.jsonl"
 MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
-MAX_PARAMS_PER_BATCH = 100
 MAX_TAG_VALUE_LENGTH = 8000
-# MLflow error codes that a retry cannot fix: the batch is dropped (and counted) instead.
 _HTTP_START_WAIT_S = 10.0  # how long start() waits for a tracking server to create the run
-_PERMANENT_ERRORS = frozenset(
-    {"INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "INVALID_STATE", "BAD_REQUEST"}
-)
-
-
-@dataclass
-class _ArtifactJob:
-    seq: int
-    artifact_file: str  # destination inside the run, e.g. "figures/weights.png"
-    local: Path  # snapshot in the staging directory (file or directory)
-    data: bytes | None = None  # written to ``local`` by the worker, then uploaded
-    attempts: int = 0
 
 
 @dataclass
 class _Work:
-    kind: str  # "metrics" | "artifact" | "events"
-    records: list[Record] | None = None
-    job: _ArtifactJob | None = None
-    lines: list[str] | None = None
-
-
-def _is_permanent(exc: BaseException) -> bool:
-    return getattr(exc, "error_code", None) in _PERMANENT_ERRORS
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
+    lane: Lane
+    payload: Any
 
 
 class MLflowTracker:
@@ -149,31 +122,13 @@ class MLflowTracker:
         self._detached = False  # start() returned before the run existed
 
         self._cv = threading.Condition(threading.Lock())
-        self._buffer = MetricBuffer(max_queue)
-        self._inflight: list[Record] = []  # the metric batch being sent or retried
-        self._inflight_attempts = 0
-        self._artifacts: deque[_ArtifactJob] = deque()
-        self._artifact_seq = 0
-        self._artifact_busy = False  # the front job is being uploaded
-        self._event_lines: list[str] = []  # serialised, not yet written to the local file
-        self._event_counts: dict[str, int] = {}
-        self._events_total = 0  # lines handed to log_events
-        self._events_uploaded = 0  # lines contained in the last successful upload
-        self._events_written = 0
-        self._events_last_upload = 0.0
-        self._events_attempts = 0
         self._flushing = 0  # threads waiting in flush(): send partial batches at once
         self._skip_backoff = False
         self._abandon = False
-        self._existing_params: dict[str, str] = {}  # of a resumed run
         self._names: dict[str, str] = {}  # interned metric names (caller thread only)
-        self._clean_names: dict[str, str] = {}  # name -> MLflow-safe name (worker only)
         self._closed = False
-        self._sent = 0
         self._failed_batches = 0
         self._retries = 0
-        self._artifacts_sent = 0
-        self._artifacts_dropped = 0
         self._last_progress = time.monotonic()
         self._last_step = 0
         self._next_try = 0.0
@@ -185,8 +140,14 @@ class MLflowTracker:
         self._staging = Path(tempfile.mkdtemp(prefix="curriculum-tracking-"))
         # Removed at close, or when an unclosed tracker is collected or the process exits.
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._staging, True)
-        self._events_path = self._staging / "events" / EVENTS_FILE
-        self._events_path.parent.mkdir()
+        events_path = self._staging / "events" / EVENTS_FILE
+        events_path.parent.mkdir()
+        # the kinds of work, one object each, in the order the worker serves them
+        self._metrics = MetricLane(max_queue, batch_size, flush_interval_s)
+        self._artifacts = ArtifactLane(self._staging)
+        self._events = EventLane(events_path, events_upload_s, self._cv)
+        self._lanes: tuple[Lane, ...] = (self._metrics, self._artifacts, self._events)
+        self._opener = RunStart(self.tracking_uri, experiment, events_path)
 
     # Public API ----------------------------------------------------------------------------
     @property
@@ -246,43 +207,6 @@ class MLflowTracker:
         )
         return None
 
-    def _create_run(
-        self,
-        run_name: str,
-        flat: dict[str, str],
-        safe_tags: dict[str, str],
-        resume_run_id: str | None,
-    ) -> str:
-        from mlflow import MlflowClient
-        from mlflow.entities import Param, RunTag
-
-        try:
-            client = MlflowClient(tracking_uri=self.tracking_uri)
-            if resume_run_id is not None:
-                run_id = self._resume(client, resume_run_id, flat)
-                flat = {k: v for k, v in flat.items() if k not in self._existing_params}
-            else:
-                experiment_id = self._experiment_id(client)
-                run = client.create_run(experiment_id, run_name=run_name, tags=safe_tags)
-                run_id = run.info.run_id
-            items = sorted(flat.items())
-            for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
-                chunk = items[i : i + MAX_PARAMS_PER_BATCH]
-                client.log_batch(run_id, params=[Param(k, v) for k, v in chunk])
-            if resume_run_id is not None and safe_tags:
-                client.log_batch(run_id, tags=[RunTag(k, v) for k, v in safe_tags.items()])
-        except TrackingError:
-            raise
-        except Exception as exc:
-            raise TrackingError(
-                mask_secrets(
-                    f"tracking_uri {self.tracking_uri!r}: cannot start an MLflow run: "
-                    f"{exc}. Check the URI (sqlite:///path/mlflow.db, file:./mlruns or "
-                    "http://host:port) and that the server is up."
-                )
-            ) from None
-        return str(run_id)
-
     def _run(
         self,
         run_name: str,
@@ -294,7 +218,7 @@ class MLflowTracker:
         failures = 0
         while True:
             try:
-                run_id = self._create_run(run_name, flat, safe_tags, resume_run_id)
+                run_id = self._opener.create(run_name, flat, safe_tags, resume_run_id)
                 break
             except TrackingError as exc:
                 with self._cv:
@@ -312,6 +236,8 @@ class MLflowTracker:
                         return
         self._sink = make_sink(self.tracking_uri, run_id, self.sink_kind)
         with self._cv:
+            for kind, n in self._opener.event_counts.items():  # a resumed run's counts go on
+                self._events.counts[kind] = n + self._events.counts.get(kind, 0)
             self._run_id = run_id
             self._last_progress = time.monotonic()
             self._booted.set()
@@ -335,9 +261,9 @@ class MLflowTracker:
             if self._closed:
                 logger.debug("log_metrics after close ignored (step %d)", step)
                 return
-            self._buffer.add(int(step), stamp, keys, values)
+            full = self._metrics.add(int(step), stamp, keys, values)
             self._last_step = max(self._last_step, int(step))
-            if self._buffer.size >= self.batch_size:
+            if full:
                 self._cv.notify_all()
 
     def log_events(self, events: Sequence[Event]) -> None:
@@ -345,29 +271,11 @@ class MLflowTracker:
         ``events/<kind>`` at the step of the event."""
         if not events:
             return
-        lines = [
-            json.dumps(
-                {
-                    "step": e.step,
-                    "kind": e.kind,
-                    "family": e.family,
-                    "domain": e.domain,
-                    "payload": e.payload,
-                },
-                default=_json_default,
-            )
-            for e in events
-        ]
-        counts: dict[int, dict[str, float]] = {}
+        lines = EventLane.lines(events)
         with self._cv:
             if self._closed:
                 return
-            for e in events:
-                n = self._event_counts.get(e.kind, 0) + 1
-                self._event_counts[e.kind] = n
-                counts.setdefault(int(e.step), {})[f"events/{e.kind}"] = float(n)
-            self._event_lines.extend(lines)
-            self._events_total += len(lines)
+            counts = self._events.add(events, lines)
         for step, values in sorted(counts.items()):
             self.log_metrics(values, step)
 
@@ -388,9 +296,9 @@ class MLflowTracker:
     def log_dict(self, obj: Any, artifact_file: str) -> None:
         """Serialise now (JSON, or YAML for .yaml/.yml) and upload in the background."""
         if artifact_file.endswith((".yaml", ".yml")):
-            text = yaml.safe_dump(json.loads(json.dumps(obj, default=_json_default)))
+            text = yaml.safe_dump(json.loads(json.dumps(obj, default=json_default)))
         else:
-            text = json.dumps(obj, indent=2, default=_json_default)
+            text = json.dumps(obj, indent=2, default=json_default)
         self._enqueue_bytes(text.encode(), artifact_file)
 
     def log_figure(self, figure: Figure, artifact_file: str) -> None:
@@ -412,7 +320,7 @@ class MLflowTracker:
     def _flush(self, timeout: float | None, *, skip_backoff: bool) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
-            target = (self._buffer.last_seq, self._artifact_seq, self._events_total)
+            target = tuple(lane.mark() for lane in self._lanes)
             if self._done_through(target):
                 return True
             if self._thread is None or not self._thread.is_alive():
@@ -461,11 +369,9 @@ class MLflowTracker:
                 break
         worker_done = self._stop_worker()
         with self._cv:
-            lost = self._buffer.clear() + self._drop_inflight()
-            artifacts_lost = len(self._artifacts)
-            self._artifacts_dropped += artifacts_lost
-            self._artifacts.clear()
-            events_lost = self._events_total - self._events_uploaded
+            lost = self._metrics.abandon()
+            artifacts_lost = self._artifacts.abandon()
+            events_lost = self._events.unsent
             stats = self._stats_locked()
         if stats.dropped or artifacts_lost or events_lost:
             logger.warning(
@@ -509,11 +415,7 @@ class MLflowTracker:
 
     def _stage_path(self, artifact_file: str) -> tuple[int, Path]:
         with self._cv:
-            self._artifact_seq += 1
-            seq = self._artifact_seq
-        local = self._staging / "artifacts" / str(seq) / artifact_file.strip("/")
-        local.parent.mkdir(parents=True, exist_ok=True)
-        return seq, local
+            return self._artifacts.stage(artifact_file)
 
     def _enqueue_bytes(self, data: bytes, artifact_file: str) -> None:
         seq, local = self._stage_path(artifact_file)
@@ -522,80 +424,11 @@ class MLflowTracker:
     def _enqueue_artifact(
         self, seq: int, artifact_file: str, local: Path, data: bytes | None
     ) -> None:
-        dest = artifact_file.strip("/")
         with self._cv:
             if self._closed:
                 return
-            busy_front = self._artifacts[0] if self._artifact_busy and self._artifacts else None
-            for i, job in enumerate(self._artifacts):
-                if job.artifact_file == dest and job is not busy_front:
-                    del self._artifacts[i]  # superseded by the newer upload
-                    self._artifacts_dropped += 1
-                    break
-            self._artifacts.append(_ArtifactJob(seq, dest, local, data))
+            self._artifacts.add(seq, artifact_file, local, data)
             self._cv.notify_all()
-
-    # Start-up helpers ----------------------------------------------------------------------
-    def _experiment_id(self, client: Any) -> str:
-        exp = client.get_experiment_by_name(self.experiment)
-        if exp is not None:
-            if exp.lifecycle_stage == "deleted":
-                client.restore_experiment(exp.experiment_id)
-            return str(exp.experiment_id)
-        try:
-            return str(
-                client.create_experiment(
-                    self.experiment,
-                    artifact_location=default_artifact_location(self.tracking_uri),
-                )
-            )
-        except Exception:
-            exp = client.get_experiment_by_name(self.experiment)  # created by another process
-            if exp is None:
-                raise
-            return str(exp.experiment_id)
-
-    def _resume(self, client: Any, run_id: str, flat: Mapping[str, str]) -> str:
-        try:
-            run = client.get_run(run_id)
-        except Exception as exc:
-            if _is_permanent(exc):
-                raise TrackingError(
-                    f"resume_run_id: no MLflow run {run_id!r} at {mask_secrets(self.tracking_uri)}"
-                ) from exc
-            raise
-        if run.info.lifecycle_stage == "deleted":
-            raise TrackingError(f"resume_run_id: MLflow run {run_id!r} was deleted")
-        if run.info.status != "RUNNING":
-            client.update_run(run_id, status="RUNNING")
-        self._existing_params = dict(run.data.params)
-        changed = sorted(k for k, v in flat.items() if self._existing_params.get(k, v) != v)
-        if changed:
-            logger.warning(
-                "resumed run %s keeps its original params; %d changed and are not logged: %s",
-                run_id,
-                len(changed),
-                ", ".join(changed[:10]),
-            )
-        with self._cv:  # running event counts go on (plus any logged while starting)
-            for key, value in run.data.metrics.items():
-                if key.startswith("events/"):
-                    kind = key[len("events/") :]
-                    self._event_counts[kind] = int(value) + self._event_counts.get(kind, 0)
-        self._download_events(client, run_id)
-        return str(run_id)
-
-    def _download_events(self, client: Any, run_id: str) -> None:
-        try:
-            names = {a.path for a in client.list_artifacts(run_id)}
-            if EVENTS_FILE not in names:
-                return
-            got = Path(client.download_artifacts(run_id, EVENTS_FILE, str(self._staging)))
-            shutil.move(got, self._events_path)
-        except Exception as exc:  # the old events stay in MLflow; new ones go to a new file
-            logger.warning(
-                "could not read events.jsonl of run %s back: %s", run_id, mask_secrets(str(exc))
-            )
 
     # Worker --------------------------------------------------------------------------------
     def _work_loop(self) -> None:
@@ -623,107 +456,51 @@ class MLflowTracker:
             if work is not None and now >= self._next_try:
                 return self._claim(work)
             wait = self.flush_interval_s
+            due = self._metrics.wait_s()
             if work is not None:
                 wait = min(wait, self._next_try - now)
-            elif self._buffer.size:
-                oldest_s = (self._buffer.front_timestamp_ms or 0) / 1000.0
-                wait = min(wait, max(0.01, oldest_s + self.flush_interval_s - time.time()))
+            elif due is not None:
+                wait = min(wait, due)
             self._cv.wait(max(wait, 0.001))
 
-    def _pick(self, now: float, urgent: bool) -> _Work | None:
-        if self._inflight:
-            return _Work("metrics", records=self._inflight)
-        if self._buffer.size:
-            oldest_s = (self._buffer.front_timestamp_ms or 0) / 1000.0
-            if (
-                urgent
-                or self._buffer.size >= self.batch_size
-                or time.time() - oldest_s >= self.flush_interval_s
-            ):
-                return _Work("metrics")
-        if self._artifacts:
-            return _Work("artifact", job=self._artifacts[0])
-        unsent = self._events_total > self._events_uploaded
-        if unsent and (urgent or now - self._events_last_upload >= self.events_upload_s):
-            return _Work("events")
-        return None
+    def _pick(self, now: float, urgent: bool) -> Lane | None:
+        """The first lane with work worth a call (metrics, then artifacts, then events)."""
+        return next((lane for lane in self._lanes if lane.ready(now, urgent)), None)
 
-    def _claim(self, work: _Work) -> _Work:
-        if work.kind == "metrics" and work.records is None:
-            self._inflight = self._buffer.take(self.batch_size)
-            self._inflight_attempts = 0
-            work.records = self._inflight
-        elif work.kind == "artifact":
-            self._artifact_busy = True
-        elif work.kind == "events":
-            work.lines = self._event_lines
-            self._event_lines = []
-        return work
+    def _claim(self, lane: Lane) -> _Work:
+        return _Work(lane, lane.claim())
 
     def _do(self, work: _Work) -> None:
         error: BaseException | None = None
         try:
-            if work.kind == "metrics":
-                assert work.records is not None
-                self._send_metrics(work.records)
-            elif work.kind == "artifact":
-                assert work.job is not None
-                self._upload(work.job)
-            else:
-                self._upload_events(work.lines or [])
+            assert self._sink is not None
+            work.lane.send(self._sink, work.payload)
         except Exception as exc:
             error = exc
         with self._cv:
             self._settle(work, error)
             self._cv.notify_all()
 
-    def _send_metrics(self, records: list[Record]) -> None:
-        assert self._sink is not None
-        names = self._clean_names
-        rows: list[MetricRows] = []
-        for r in records:
-            keys = tuple([names.get(k) or names.setdefault(k, sanitize_name(k)) for k in r.keys])
-            rows.append((keys, r.values, r.timestamp_ms, r.step))
-        self._sink.log_batch(rows)
-
-    def _upload(self, job: _ArtifactJob) -> None:
-        if job.data is not None and not job.local.exists():
-            job.local.write_bytes(job.data)
-        assert self._sink is not None
-        parent = str(Path(job.artifact_file).parent)
-        if job.local.is_dir():
-            self._sink.log_artifact(str(job.local), job.artifact_file, True)
-        else:
-            self._sink.log_artifact(str(job.local), None if parent == "." else parent, False)
-
-    def _upload_events(self, lines: list[str]) -> None:
-        if lines:
-            with self._events_path.open("a", encoding="utf-8") as fh:
-                fh.write("".join(f"{line}\n" for line in lines))
-            with self._cv:
-                self._events_written += len(lines)
-        assert self._sink is not None
-        self._sink.log_artifact(str(self._events_path), None, False)
-
     def _settle(self, work: _Work, error: BaseException | None) -> None:
         """Account for one finished call (holding the condition)."""
         now = time.monotonic()
-        attempts = self._attempt(work)
+        lane = work.lane
+        attempts = lane.attempt()
         if attempts > 1:
             self._retries += 1
         if error is None:
             self._failures = 0
             self._next_try = 0.0
             self._last_progress = now
-            self._commit(work)
+            lane.commit()
             return
         if attempts == 1:
             self._failed_batches += 1
-        if _is_permanent(error):
+        if is_permanent(error):
             logger.warning(
-                "MLflow rejected a %s upload, dropped: %s", work.kind, mask_secrets(str(error))
+                "MLflow rejected a %s upload, dropped: %s", lane.kind, mask_secrets(str(error))
             )
-            self._drop(work)
+            lane.drop()
             return
         self._failures += 1
         delay = min(self.retry_backoff_s * 2 ** (self._failures - 1), self.max_retry_s)
@@ -732,64 +509,14 @@ class MLflowTracker:
             return
         logger.warning(
             "MLflow %s upload failed (attempt %d), retrying in %.1fs: %s",
-            work.kind,
+            lane.kind,
             attempts,
             delay,
             mask_secrets(str(error).splitlines()[0])[:300] if str(error) else type(error).__name__,
         )
 
-    def _attempt(self, work: _Work) -> int:
-        if work.kind == "metrics":
-            self._inflight_attempts += 1
-            return self._inflight_attempts
-        if work.kind == "artifact":
-            assert work.job is not None
-            work.job.attempts += 1
-            return work.job.attempts
-        self._events_attempts += 1
-        return self._events_attempts
-
-    def _commit(self, work: _Work) -> None:
-        if work.kind == "metrics":
-            self._sent += sum(len(r) for r in self._inflight)
-            self._inflight = []
-        elif work.kind == "artifact":
-            self._artifacts.popleft()
-            self._artifact_busy = False
-            self._artifacts_sent += 1
-        else:
-            self._events_uploaded = self._events_written
-            self._events_last_upload = time.monotonic()
-            self._events_attempts = 0
-
-    def _drop(self, work: _Work) -> None:
-        if work.kind == "metrics":
-            self._drop_inflight()
-        elif work.kind == "artifact":
-            self._artifacts.popleft()
-            self._artifact_busy = False
-            self._artifacts_dropped += 1
-        else:
-            self._events_uploaded = self._events_written  # counted as lost at close
-            self._events_attempts = 0
-
-    def _drop_inflight(self) -> int:
-        lost = sum(len(r) for r in self._inflight)
-        self._buffer.dropped += lost
-        self._inflight = []
-        return lost
-
-    def _done_through(self, target: tuple[int, int, int]) -> bool:
-        seq, artifact_seq, events = target
-        front = self._buffer.front_seq
-        inflight = self._inflight[0].seq if self._inflight else None
-        artifact = self._artifacts[0].seq if self._artifacts else None
-        return (
-            (front is None or front > seq)
-            and (inflight is None or inflight > seq)
-            and (artifact is None or artifact > artifact_seq)
-            and self._events_uploaded >= events
-        )
+    def _done_through(self, target: tuple[int, ...]) -> bool:
+        return all(lane.done_through(m) for lane, m in zip(self._lanes, target, strict=True))
 
     def _stop_worker(self) -> bool:
         """Stop the worker; True once it has exited (it may be stuck in a network call)."""
@@ -824,16 +551,16 @@ class MLflowTracker:
             )
 
     def _stats_locked(self) -> TrackerStats:
-        pending = self._buffer.size + sum(len(r) for r in self._inflight)
+        buffer = self._metrics.buffer
         return TrackerStats(
-            queued=self._buffer.queued,
-            sent=self._sent,
-            coalesced=self._buffer.coalesced,
-            dropped=self._buffer.dropped,
-            pending=pending,
+            queued=buffer.queued,
+            sent=self._metrics.sent,
+            coalesced=buffer.coalesced,
+            dropped=buffer.dropped,
+            pending=self._metrics.pending,
             failed_batches=self._failed_batches,
             retries=self._retries,
-            max_backlog=self._buffer.max_backlog,
-            artifacts_sent=self._artifacts_sent,
-            artifacts_dropped=self._artifacts_dropped,
+            max_backlog=buffer.max_backlog,
+            artifacts_sent=self._artifacts.sent,
+            artifacts_dropped=self._artifacts.dropped,
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from domains import ManifestError, load_manifests
-from scheduler.cli import main
+from scheduler.app.cli import main
 
 CORPUS = Path(__file__).parents[1] / "data" / "bad_manifests"
 

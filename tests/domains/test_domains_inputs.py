@@ -102,7 +102,7 @@ def test_the_settings_allow_sources_outside_the_root(write: Writer, tmp_path: Pa
     outside = tmp_path / "outside.jsonl"
     outside.write_text('{"q": 1}\n')
     path = write("m/a.yaml", FAMILY % outside)
-    cmd = [sys.executable, "-m", "scheduler.cli", "validate", str(path)]
+    cmd = [sys.executable, "-m", "scheduler.app.cli", "validate", str(path)]
     env = {**os.environ, "CURRICULUM_MANIFEST_SOURCES_ANYWHERE": "true"}
     refused = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     allowed = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env)
@@ -196,7 +196,7 @@ def test_problem_lines_are_never_wrapped_when_stderr_is_a_pipe(tmp_path: Path) -
     env = {**os.environ, "COLUMNS": "80"}
     env.pop("FORCE_COLOR", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "scheduler.cli", "validate", str(bad)],
+        [sys.executable, "-m", "scheduler.app.cli", "validate", str(bad)],
         capture_output=True,
         text=True,
         env=env,

@@ -32,7 +32,7 @@ from policies import (
     policy_params,
 )
 from scheduler import Outcome, Scheduler, dumps_state, loads_state
-from scheduler._curves import ProbeCurves
+from scheduler.probing._curves import ProbeCurves
 
 MIXTURE = {
     "name": "mixture",

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from domains import Catalog, CurriculumError
-from scheduler._curves import ProbeCurves, theil_sen
 from scheduler._errors import ConfigError, ReportError
 from scheduler._serialize import dumps_state, loads_state
 from scheduler._variants import occurrence_rank
+from scheduler.probing._curves import ProbeCurves, theil_sen
 
 
 def _scipy_row(x: np.ndarray, y: np.ndarray, min_points: int, alpha: float) -> tuple[float, ...]:

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domains import Catalog
-from scheduler._curves import ProbeCurves
 from scheduler._detectors import (
     DetectorConfig,
     Detectors,
@@ -21,6 +20,7 @@ from scheduler._detectors import (
 from scheduler._errors import ConfigError, ReportError
 from scheduler._events import Event
 from scheduler._serialize import dumps_state, loads_state
+from scheduler.probing._curves import ProbeCurves
 
 Rate = Callable[[int, np.random.Generator, int], np.ndarray]
 

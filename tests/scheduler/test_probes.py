@@ -9,7 +9,7 @@ import pytest
 from apscheduler.triggers.cron import CronTrigger
 
 from scheduler import ConfigError
-from scheduler._probes import (
+from scheduler.probing import (
     PriorityWeights,
     ProbeResults,
     ProbeRunner,

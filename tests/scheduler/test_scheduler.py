@@ -550,7 +550,7 @@ def test_a_ladder_family_that_passed_a_tier_is_not_unlearnable_while_it_stalls_a
 
 
 def test_detail_metrics_count_mastered_and_innate_families() -> None:
-    from scheduler._metrics import RunMetrics
+    from scheduler.recording._metrics import RunMetrics
 
     cat = Catalog.synthetic(2, 4, 1)
     sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None))

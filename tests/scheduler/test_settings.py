@@ -12,7 +12,7 @@ import yaml
 
 from policies import TierConfig
 from scheduler import ConfigError, RecordingConfig, Scheduler, SchedulerConfig, Settings
-from scheduler._settings import RECORDING_SETTINGS
+from scheduler.app._settings import RECORDING_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "configs" / "scheduler.yaml"
@@ -59,7 +59,7 @@ def test_a_changed_or_removed_dataclass_field_is_followed() -> None:
     from pydantic import create_model
     from pydantic_settings import BaseSettings
 
-    from scheduler._settings import _fields_of
+    from scheduler.app._settings import _fields_of
 
     @dataclasses.dataclass(frozen=True)
     class Changed:

@@ -15,7 +15,7 @@ import pytest
 from store_procs import CATALOG
 
 from scheduler._serialize import dumps_state, loads_state
-from scheduler.cli import main
+from scheduler.app.cli import main
 from scheduler.store import StoreError, open_store, resume_point
 
 

@@ -57,7 +57,7 @@ def test_a_signal_stops_the_server_its_workers_and_leaves_no_log(
         [
             sys.executable,
             "-m",
-            "scheduler.cli",
+            "scheduler.app.cli",
             "ui",
             "--tracking-uri",
             sqlite_store,

@@ -47,13 +47,13 @@ def test_close_draws_only_what_the_last_round_missed(
     monkeypatch.setattr(rec, "log_figures", lambda: drawn.append(sched.step))
     rec.open()
     for _ in range(steps):
-        batch = sched.next_batch(16)
-        out = learner.run(batch)
-        sched.report(batch, out)
-        probes = sched.probe_round(learner.probe_many) if sched.step % 5 == 0 else None
-        rec.step(batch, out, probes)
+        batch = sched.next_batch(16)  # the recorder writes the step before (and its figures)
         if rec._figure_thread is not None:
             rec._figure_thread.join()  # one round at a time, deterministically
+        out = learner.run(batch)
+        sched.report(batch, out)
+        if sched.step % 5 == 0:
+            sched.probe_round(learner.probe_many)
     rec.close()
     store.close()
     # 20 steps: rounds at steps 9 and 19 (the last, all committed): close adds none.

@@ -32,9 +32,9 @@ import numpy.typing as npt
 from domains import Catalog, CurriculumError, load_catalog
 from policies import binomial_interval
 
-from ._events import Event
-from .store import RunInfo, Store, StoreError, open_store, require_existing
-from .tracking import mask_secrets
+from .._events import Event
+from ..store import RunInfo, Store, StoreError, open_store, require_existing
+from ..tracking import mask_secrets
 
 log = logging.getLogger(__name__)
 
@@ -488,7 +488,7 @@ def _lookup_at(
 
 def _mlflow_events(client: Any, run_id: str) -> list[Event]:
     """Events from the run's ``events.jsonl`` artifact (none when it was never uploaded)."""
-    from .tracking._mlflow import EVENTS_FILE
+    from ..tracking._mlflow import EVENTS_FILE
 
     if EVENTS_FILE not in {a.path for a in client.list_artifacts(run_id)}:
         return []

@@ -1,6 +1,6 @@
 """RunHistory read back from a recorded run, its derived views, and the figures made from it.
 
-The run is recorded by driving Scheduler + RunRecorder directly (no subprocess). Probe rounds
+The run is recorded by a RunRecorder listening to a Scheduler (no subprocess). Probe rounds
 cover a rotating subset of families at random tiers, with one family probed at two tiers in
 the same round, so the forward fill and the "highest tier wins" rule are both exercised.
 The views are checked against brute-force loops over the raw store rows.
@@ -19,16 +19,16 @@ import torch
 from domains import Catalog
 from scheduler import Event, Scheduler
 from scheduler._errors import ConfigError
-from scheduler._figures import (
+from scheduler.backends import SimulatedLearner
+from scheduler.recording import RecordingConfig, RunRecorder
+from scheduler.recording._figures import (
     events_figure,
     probe_curves_figure,
     save_figures,
     tier_timeline_figure,
     weights_heatmap_figure,
 )
-from scheduler._history import UNKNOWN_DOMAIN, RunHistory
-from scheduler._recorder import ProbeRound, RecordingConfig, RunRecorder
-from scheduler.backends import SimulatedLearner
+from scheduler.recording._history import UNKNOWN_DOMAIN, RunHistory
 from scheduler.store import ProbePoints, StoreError, open_store
 from scheduler.tracking import Tracker
 
@@ -68,16 +68,13 @@ def _record(tmp: Path, tracker: Tracker | None = None, detail_every: int = 50) -
         out = learner.run(batch)
         sched.report(batch, rewards=out.reward, success=out.success, process=out.process,
                      cost=out.cost, status=out.status)  # fmt: skip
-        probes = None
         if sched.step % 3 == 0:
             fam = np.flatnonzero(np.arange(n_fam) % 3 == (sched.step // 3) % 3)
             fam = np.r_[fam, fam[0]]  # the first family twice: two tiers in one round
             tiers = rng.integers(0, 3, size=fam.size)
             tiers[-1] = (tiers[0] + 1) % 3
             scores, n = learner.probe_many(fam, tiers)
-            sched.record_probes(fam, scores, tiers=tiers, n=n)
-            probes = ProbeRound(families=fam, tiers=tiers, scores=scores, n=n)
-        rec.step(batch, out, probes)
+            sched.record_probes(fam, scores, tiers=tiers, n=n)  # the recorder hears it
     rec.close()
     info = store.get_run("fig")
     assert info is not None

@@ -1,7 +1,11 @@
 """RunRecorder: writes a run to the store and the tracker, step by step, and resumes it.
 
-The scheduler knows nothing of either: the recorder reads its state after each step. Store
-rows are buffered and committed with a checkpoint every ``checkpoint_every`` steps in one
+The scheduler knows nothing of either: the recorder is one of its listeners
+(scheduler/_listeners.py). ``open`` adds it; from then on every report and probe the
+scheduler applies (``report``, ``probe_round``, ``apply_probe_results`` of a ProbeRunner)
+reaches it as a frozen copy, and a step is written when the next one begins
+(``next_batch``) or at ``close``, when all its reports and probes are in. Store rows are
+buffered and committed with a checkpoint every ``checkpoint_every`` steps in one
 transaction (StepWriter), so a crash loses at most the uncommitted tail and a resume starts
 from a checkpoint whose rows are all there. Tracker calls only queue values; MLflow is
 written from the tracker's background worker.
@@ -15,7 +19,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,14 +26,14 @@ import numpy.typing as npt
 
 from policies import binomial_interval, policy_params
 
-from ._batch import Batch
+from .._events import Event
+from .._listeners import ProbesRecorded, Reported
+from .._scheduler import Scheduler
+from .._serialize import dumps_state, loads_state
+from ..store import OutcomeRows, ProbePoints, StepWriter, Store, resume_point
+from ..tracking import NullTracker, Tracker, TrackingError
+from ._config import RecordingConfig
 from ._metrics import RunMetrics
-from ._probes import ProbeRound
-from ._scheduler import Scheduler
-from ._serialize import dumps_state, loads_state
-from .backends import BatchOutcomes
-from .store import OutcomeRows, ProbePoints, StepWriter, Store, resume_point
-from .tracking import NullTracker, Tracker, TrackingError
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +41,12 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class RecordingConfig:
-    checkpoint_every: int = 100  # steps per store commit (rows + checkpoint, one transaction)
-    checkpoint_seconds: float | None = None  # ... or seconds since the last, whichever first
-    domain_every: int = 1  # steps between per-domain metrics
-    detail_every: int = 50  # steps between per-family metrics
-    detail: bool = True  # log per-domain and per-family metrics at all
-    figures_every: int = 500  # steps between figure artifacts (from the store; 0: at close only)
-    background_commits: bool = False  # store transactions on a writer thread (GIL: slower here)
-
-
 class RunRecorder:
-    """Records one scheduler run. ``state``/``load_state`` cover whatever a checkpoint must
-    hold beyond the scheduler (the simulated learner, running totals)."""
+    """Records one scheduler run, as a listener on it (``open`` to ``close``).
+
+    ``state``/``load_state`` cover whatever a checkpoint must hold beyond the scheduler
+    (the simulated learner, running totals); ``extra_metrics`` adds values of the trainer's
+    own to each step's metrics (read when the step is written)."""
 
     def __init__(
         self,
@@ -64,6 +59,7 @@ class RunRecorder:
         state: Callable[[], dict[str, Any]] | None = None,
         load_state: Callable[[dict[str, Any]], None] | None = None,
         params: Mapping[str, Any] | None = None,
+        extra_metrics: Callable[[], Mapping[str, float]] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.run_name = run_name
@@ -84,6 +80,12 @@ class RunRecorder:
         # step of the latest figure round, and whether the store held every step by then
         self._figures_of: tuple[int, bool] | None = None
         self.tracking_error: str | None = None  # why tracking was dropped at open, if it was
+        self._extra = extra_metrics
+        # what the scheduler applied since the last step was written
+        self._reported: list[Reported] = []
+        self._probed: list[ProbesRecorded] = []
+        self._events: list[Event] = []
+        self._listening = False
 
     # ------------------------------------------------------------------ lifecycle
     def open(self, *, resume: bool = False) -> int | None:
@@ -146,6 +148,8 @@ class RunRecorder:
         if restored is None:
             for path in sched.catalog.sources:
                 self.tracker.log_artifact(path, "manifests")
+        sched.add_listener(self)
+        self._listening = True
         return restored
 
     def _checkpoint(self) -> bytes:
@@ -153,34 +157,64 @@ class RunRecorder:
         self.mlflow_run_id = self.mlflow_run_id or getattr(self.tracker, "run_id", None)
         return dumps_state({"run": self._state(), "mlflow_run_id": self.mlflow_run_id or ""})
 
-    def step(self, batch: Batch, outcomes: BatchOutcomes, probes: ProbeRound | None = None,
-             extra: Mapping[str, float] | None = None) -> None:  # fmt: skip
-        """Record one reported step (after ``scheduler.report`` and any probes)."""
+    # ------------------------------------------------------------------ listener
+    def on_report(self, reported: Reported) -> None:
+        self._reported.append(reported)
+
+    def on_probes(self, probes: ProbesRecorded) -> None:
+        """Keep the probes that make curve points; side probes (a left tier, a look-ahead)
+        stay off the stored curves, as they stay off the scheduler's."""
+        if not probes.side and len(probes):
+            self._probed.append(probes)
+
+    def before_batch(self, step: int) -> None:
+        """A step ends where the next begins: write the one whose reports are all in. The
+        events drained and the weights cached here are the next batch's anyway (the same
+        on every replica: the others add a ``RecorderMirror``)."""
         sched = self.scheduler
-        sched.weights()  # the next batch needs them anyway: not recording overhead
         start = time.perf_counter()
-        step = batch.step
-        events = sched.drain_events()
+        sched.weights()  # the next batch needs them anyway: not recording overhead
+        self._events += sched.drain_events()
+        self.overhead_s += time.perf_counter() - start
+        if self._reported:
+            self._write_step()
+
+    def _write_step(self) -> None:
+        """Record the step reported since the last one (its rows, probes, events and the
+        next batch's weights; a checkpoint when due), and queue its metrics."""
+        sched = self.scheduler
+        start = time.perf_counter()
+        parts = self._reported
+        reported = Reported.concat(parts) if parts else None
+        probed, events = self._probed, self._events
+        self._reported, self._probed, self._events = [], [], []
+        step = (
+            reported.step
+            if reported is not None
+            else max((p.step for p in probed), default=max(sched.step - 1, 0))
+        )
+        # the next batch's weights, once per reported step (probes or events alone: none)
+        weights = None if reported is None else sched.weights().family
         if self._writer is not None:
             store_start = time.perf_counter()
             self._writer.step(
                 step,
                 self._checkpoint,
-                probe_points=None if probes is None else self._probe_points(step, probes),
+                probe_points=_probe_points(probed) if probed else None,
                 events=events,
-                weights=sched.weights().family,
-                outcomes=_outcome_rows(batch, outcomes),
+                weights=weights,
+                outcomes=_outcome_rows(parts) if parts else None,
             )
             self.store_s += time.perf_counter() - store_start
         tracking_start = time.perf_counter()
-        if isinstance(self.tracker, NullTracker):
+        if isinstance(self.tracker, NullTracker) or reported is None:
             self.overhead_s += time.perf_counter() - start
             return
-        metrics = self.metrics.per_step(sched, batch, outcomes.status, outcomes.success)
-        if extra:
-            metrics.update(extra)
+        metrics = self.metrics.per_step(sched, reported)
+        if self._extra is not None:
+            metrics.update(self._extra())
         if self.config.detail and step % self.config.domain_every == 0:
-            metrics.update(self.metrics.per_domain(sched, batch))
+            metrics.update(self.metrics.per_domain(sched, reported))
         if self.config.detail and step % self.config.detail_every == 0:
             metrics.update(self.metrics.per_family(sched))
         self.tracker.log_metrics(metrics, step)
@@ -250,8 +284,15 @@ class RunRecorder:
                 self.tracker.log_artifact(path, "figures")  # copied now, uploaded later
 
     def close(self, summary: Mapping[str, Any] | None = None) -> None:
-        """Commit the tail with a final checkpoint, log the summary, close the tracker run."""
+        """Write the last step, commit the tail with a final checkpoint, log the summary,
+        and stop listening."""
         sched = self.scheduler
+        if self._listening:
+            sched.remove_listener(self)
+            self._listening = False
+        self._events += sched.drain_events()
+        if self._reported or self._probed or self._events:
+            self._write_step()
         final = self._checkpoint()
         if self._writer is not None:
             self._writer.commit(sched.step - 1, final)
@@ -274,31 +315,41 @@ class RunRecorder:
             "final_weights.json",
         )
 
-    def _probe_points(self, step: int, probes: ProbeRound) -> ProbePoints:
-        passed = probes.scores * probes.n
-        low, high = binomial_interval(passed, probes.n.astype(np.float64))
-        return ProbePoints(
-            family=probes.families,
-            tier=probes.tiers,
-            step=np.full(probes.families.shape[0], step, dtype=np.int64),
-            wall_time=np.full(probes.families.shape[0], time.time()),
-            score=probes.scores,
-            n=probes.n,
-            ci_low=low,
-            ci_high=high,
-        )
 
-
-def _outcome_rows(batch: Batch, out: BatchOutcomes) -> OutcomeRows:
-    return OutcomeRows(
-        step=np.full(len(batch), batch.step, dtype=np.int64),
-        arm=batch.arm,
-        family=batch.family,
-        tier=batch.tier,
-        variant=batch.variant,
-        reward=out.reward,
-        success=out.success,
-        process=out.process,
-        cost=out.cost,
-        status=out.status,
+def _probe_points(parts: list[ProbesRecorded]) -> ProbePoints:
+    families = np.concatenate([p.families for p in parts])
+    n = np.concatenate([p.n for p in parts])
+    scores = np.concatenate([p.scores for p in parts])
+    steps = np.concatenate([np.full(len(p), p.step, dtype=np.int64) for p in parts])
+    low, high = binomial_interval(scores * n, n.astype(np.float64))
+    return ProbePoints(
+        family=families,
+        tier=np.concatenate([p.tiers for p in parts]),
+        step=steps,
+        wall_time=np.full(families.shape[0], time.time()),
+        score=scores,
+        n=n,
+        ci_low=low,
+        ci_high=high,
     )
+
+
+def _outcome_rows(parts: list[Reported]) -> OutcomeRows:
+    """The rows of one or more reports (a lagging trainer may report several batches
+    before the next is drawn), each row at its own batch's step."""
+    rows = [
+        OutcomeRows(
+            step=np.full(len(out), out.step, dtype=np.int64),
+            arm=out.arm,
+            family=out.family,
+            tier=out.tier,
+            variant=out.variant,
+            reward=out.reward,
+            success=out.success,
+            process=out.process,
+            cost=out.cost,
+            status=out.status,
+        )
+        for out in parts
+    ]
+    return rows[0] if len(rows) == 1 else OutcomeRows.concat(rows)

@@ -23,8 +23,9 @@ import numpy.typing as npt
 
 from domains import Catalog
 
-from ._batch import Batch, Status
-from ._scheduler import Scheduler
+from .._batch import Status
+from .._listeners import Reported
+from .._scheduler import Scheduler
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -48,9 +49,9 @@ class RunMetrics:
             for kind in ("weight", "tier", "pass_rate", "probe", "slope")
         }
 
-    def per_step(self, sched: Scheduler, batch: Batch, status: npt.NDArray[np.int64],
-                 success: FloatArray) -> dict[str, float]:  # fmt: skip
+    def per_step(self, sched: Scheduler, reported: Reported) -> dict[str, float]:
         """Aggregates: cheap enough for every step."""
+        status, success = reported.status, reported.success
         family = sched.weights().family
         positive = family[family > 0]
         scores = sched.curves.normalized
@@ -59,7 +60,7 @@ class RunMetrics:
         metrics = {
             "run/weight_entropy": float(-(positive * np.log(positive)).sum()),
             "run/pass_rate": float(success[counted].mean()) if counted.any() else float("nan"),
-            "run/fault_rate": float(1.0 - counted.mean()) if len(batch) else 0.0,
+            "run/fault_rate": float(1.0 - counted.mean()) if len(reported) else 0.0,
             "run/quarantined": float(sched.held_back().sum()),
             "run/breakers_open": float(sched.breakers.open_mask.sum()),
         }
@@ -68,7 +69,7 @@ class RunMetrics:
             metrics["run/score_p10"] = float(np.percentile(probed, 10))
         return metrics
 
-    def per_domain(self, sched: Scheduler, batch: Batch) -> dict[str, float]:
+    def per_domain(self, sched: Scheduler, reported: Reported) -> dict[str, float]:
         """Weight (planned share), share (this batch's realised share of samples, or of
         compute for a compute-basis domain), quota use (share over max_share), pass rate
         and probe score of every domain."""
@@ -83,13 +84,13 @@ class RunMetrics:
         passed = np.bincount(dom, weights=np.where(seen, pass_rate, 0.0), minlength=n_dom)
         dom_pass: FloatArray = np.where(seen_n > 0, passed / np.maximum(seen_n, 1), np.nan)
         probe, _ = sched.curves.domain_curve()
-        drawn = cat.domain_of_family[batch.family]
+        drawn = cat.domain_of_family[reported.family]
         samples = np.bincount(drawn, minlength=n_dom).astype(np.float64)
-        spent = np.bincount(drawn, weights=sched.cost[batch.family], minlength=n_dom)
+        spent = np.bincount(drawn, weights=sched.cost[reported.family], minlength=n_dom)
         share: FloatArray = np.where(
             cat.domain_compute_basis,
             spent / max(float(spent.sum()), 1e-300),
-            samples / max(len(batch), 1),
+            samples / max(len(reported), 1),
         )
         values: dict[str, FloatArray] = {
             "weight": w.domain,

@@ -19,9 +19,9 @@ from scipy import stats
 from domains import Catalog, CurriculumError
 from policies import binomial_interval
 
-from ._errors import ConfigError, ReportError
-from ._statecheck import compare, finite_like, non_negative, rule
-from ._variants import occurrence_rank
+from .._errors import ConfigError, ReportError
+from .._statecheck import compare, finite_like, non_negative, rule
+from .._variants import occurrence_rank
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

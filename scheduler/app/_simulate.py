@@ -17,11 +17,11 @@ import numpy.typing as npt
 from domains import Catalog
 from policies import policy_params
 
-from ._batch import Batch
-from ._probes import ProbeRound
-from ._scheduler import Scheduler
+from .._batch import Batch
+from .._scheduler import Scheduler
+from ..backends import BatchOutcomes, FamilyKind, SimulatedLearner, SimulatedLearnerConfig
+from ..probing import ProbeRound
 from ._settings import Settings
-from .backends import BatchOutcomes, FamilyKind, SimulatedLearner, SimulatedLearnerConfig
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -97,6 +97,7 @@ class SimulationRun:
         """One training step, then a probe round if one is due."""
         start = time.perf_counter()
         sched = self.scheduler
+        listening = sched.listeners.seconds  # a recorder's time is not the scheduler's
         batch = sched.next_batch(self.settings.batch_size)
         out = self.learner.run(batch)
         sched.report(batch, out)
@@ -106,7 +107,7 @@ class SimulationRun:
         if sched.step % self.settings.probe_every == 0 or sched.step == 1:
             probes = self.probe()
         sched.weights()  # the next batch's weights: the scheduler's work, timed with it
-        self.seconds += time.perf_counter() - start
+        self.seconds += time.perf_counter() - start - (sched.listeners.seconds - listening)
         return batch, out, probes
 
     def probe(self) -> ProbeRound:

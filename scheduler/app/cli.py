@@ -12,59 +12,120 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from domains import CurriculumError, ManifestError
 
-from ._redact import RedactingFilter, mask_secrets
+from .._redact import RedactingFilter, mask_secrets
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 
-# soft_wrap: a line is never broken by the console (at 80 columns when not a terminal):
-# `file:line:col: field: message` stays one line that tools and grep can read.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _Console:
+    """A rich Console, made when first used: rich is a tenth of a second of imports that
+    `curriculum validate` would otherwise pay before reading a file."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            # soft_wrap: a line is never broken (at 80 columns when not a terminal):
+            # `file:line:col: field: message` stays one line that tools and grep can read.
+            self._console = Console(stderr=self._stderr, highlight=False, soft_wrap=True)
+        return self._console
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        self.get().print(*objects, **options)
+
+    def line(self, text: str) -> None:
+        """One line as it is (no markup, no emoji codes, never wrapped), without rich."""
+        stream = sys.stderr if self._stderr else sys.stdout
+        stream.write(text + "\n")
+        stream.flush()
+
+
+out = _Console(stderr=False)
+err = _Console(stderr=True)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # bad flags: a clear message and exit code 2
         self.print_usage(sys.stderr)
-        err.print(f"{self.prog}: error: {message}")
+        err.line(f"{self.prog}: error: {message}")
         raise SystemExit(EXIT_BAD_INPUT)
+
+    def format_help(self) -> str:
+        _fill_help(self)
+        return super().format_help()
+
+
+_POLICIES, _DEFAULT = "{policies}", "{default}"
+
+
+def _fill_help(parser: argparse.ArgumentParser) -> None:
+    """Put the policy names and the settings' defaults into ``{policies}`` and
+    ``{default}`` (of the flag's own setting) when help is shown: reading them imports the
+    policies (scipy) and Settings (pydantic-settings, the scheduler), which `curriculum
+    validate` has no use for."""
+    texts = [parser.description or "", *(a.help or "" for a in parser._actions)]
+    if not any(_POLICIES in t or _DEFAULT in t for t in texts):
+        return
+    from policies import available_policies
+
+    from ._settings import Settings
+
+    policies = ", ".join(available_policies())
+
+    def fill(text: str, dest: str) -> str:
+        text = text.replace(_POLICIES, policies)
+        if _DEFAULT in text:
+            default = Settings.model_fields[dest].get_default(call_default_factory=True)
+            text = text.replace(_DEFAULT, str(default))
+        return text
+
+    parser.description = fill(parser.description or "", "") or None
+    for action in parser._actions:
+        if action.help:
+            action.help = fill(action.help, action.dest)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from domains import build_catalog, load_manifests, thin_probe_notes
 
-    from ._settings import Settings
+    from ._sources import ManifestSettings  # not Settings: no scheduler to import
 
-    sources = Settings.load(args.config).source_policy()
+    sources = ManifestSettings.load_manifest_settings(args.config).source_policy()
     try:
         manifests = load_manifests(*args.paths, sources=sources)
         catalog = build_catalog(manifests)
     except ManifestError as exc:
         files = {p.file for p in exc.problems}
         for problem in exc.problems:
-            err.print(str(problem), markup=False)
-        err.print(f"{len(exc.problems)} problem(s) in {len(files)} file(s)")
+            err.line(str(problem))
+        err.line(f"{len(exc.problems)} problem(s) in {len(files)} file(s)")
         return EXIT_BAD_INPUT
     s = catalog.summary()
-    out.print(
+    out.line(
         f"ok: {len(catalog.sources)} file(s), {s['domains']} domains, {s['families']} families, "
         f"{s['arms']} arms (family x tier), {s['variants']} variants, "
         f"{s['probe_items']} probe items"
     )
-    out.print(
+    out.line(
         f"quotas feasible: sum of min_share {s['min_share_sum']:.3f} <= 1 <= "
         f"sum of max_share {s['max_share_sum']:.3f}"
     )
     notes = thin_probe_notes(manifests)
     for note in notes:
-        err.print(f"note: {note}", markup=False)
+        err.line(f"note: {note}")
     if notes:
-        err.print(f"{len(notes)} note(s): the manifests load, but see above")
+        err.line(f"{len(notes)} note(s): the manifests load, but see above")
     return EXIT_OK
 
 
@@ -84,19 +145,19 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         settings = settings_from_args(args).model_dump(mode="json")
         sys.stdout.write(yaml.safe_dump(settings, sort_keys=False))
         return EXIT_OK
-    return main_job(args, out, err)
+    return main_job(args, out.get(), err.get())
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from ._report import print_report
 
-    return print_report(args.db, args.run, out, limit=args.events)
+    return print_report(args.db, args.run, out.get(), limit=args.events)
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from ._redact import mask_url
+    from .._redact import mask_url
+    from ..tracking import start_ui_server
     from ._settings import Settings
-    from .tracking import start_ui_server
 
     uri = args.tracking_uri or Settings.load(args.config).tracking_uri
     # SIGTERM and SIGHUP (kill PID, a closed terminal) stop it as Ctrl-C does: the server's
@@ -124,18 +185,6 @@ def _raise_stop(signum: int, frame: object) -> None:
     raise _Stop(signum)
 
 
-def _policy_help() -> str:
-    from policies import available_policies
-
-    return ", ".join(available_policies())
-
-
-def _default(name: str) -> Any:
-    from ._settings import Settings
-
-    return Settings.model_fields[name].get_default(call_default_factory=True)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="curriculum", description="Curriculum scheduler for RL post-training.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
@@ -150,32 +199,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of a manifest file")
     p.set_defaults(func=_cmd_schema)
 
-    policies = _policy_help()
     p = sub.add_parser(
         "simulate",
         help="run the scheduler on the simulated learner",
         description="The main job: the scheduler drives the built-in simulated learner, "
         "beside a baseline policy and the fixed mix, and records both runs to the store "
-        f"and MLflow. Policies: {policies}. A flag overrides CURRICULUM_* variables, which "
+        "and MLflow. Policies: {policies}. A flag overrides CURRICULUM_* variables, which "
         "override the config file.",
     )
     p.add_argument("--config", help="settings YAML (default: configs/scheduler.yaml if present)")
-    p.add_argument("--steps", type=int, help=f"training steps (default {_default('steps')})")
+    p.add_argument("--steps", type=int, help="training steps (default {default})")
     p.add_argument("--seed", type=int, help="seed of the scheduler and the learner (default 0)")
-    p.add_argument("--policy", help=f"policy: one of {policies} (default {_default('policy')})")
-    p.add_argument("--baseline", help=f"policy to compare against (default {_default('baseline')})")
+    p.add_argument("--policy", help="policy: one of {policies} (default {default})")
+    p.add_argument("--baseline", help="policy to compare against (default {default})")
     p.add_argument(
         "--batch-size",
         type=int,
         dest="batch_size",
-        help=f"episodes per step (default {_default('batch_size')})",
+        help="episodes per step (default {default})",
     )
     p.add_argument("--domains", nargs="+", help="manifest paths (default: configs/domains)")
-    p.add_argument("--db", help=f"store URL (default {_default('db')})")
+    p.add_argument("--db", help="store URL (default {default})")
     p.add_argument(
         "--tracking-uri",
         dest="tracking_uri",
-        help=f"MLflow tracking URI (default {_default('tracking_uri')})",
+        help="MLflow tracking URI (default {default})",
     )
     p.add_argument(
         "--run-name", dest="run_name", help="name of the run in the store (default sim-DATE)"
@@ -228,9 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except CurriculumError as exc:
-        err.print(
-            f"error: {mask_secrets(str(exc))}", markup=False, soft_wrap=True
-        )  # never split file:line
+        err.line(f"error: {mask_secrets(str(exc))}")  # one line: never split file:line
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -25,16 +25,16 @@ from rich.table import Table
 
 from domains import load_catalog
 
-from ._batch import Batch
-from ._errors import ConfigError
-from ._probes import ProbeRound
-from ._recorder import RunRecorder
-from ._redact import mask_url
+from .._batch import Batch
+from .._errors import ConfigError
+from .._redact import mask_url
+from ..backends import BatchOutcomes
+from ..probing import ProbeRound
+from ..recording._recorder import RunRecorder
+from ..store import Store, StoreError, open_store
+from ..tracking import MLflowTracker, NullTracker, Tracker, flatten_params
 from ._settings import Settings
 from ._simulate import FixedMixRun, RunSummary, SimulationRun, run_simulation
-from .backends import BatchOutcomes
-from .store import Store, StoreError, open_store
-from .tracking import MLflowTracker, NullTracker, Tracker, flatten_params
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +285,7 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                 state=sim.state_dict,
                 load_state=sim.load_state_dict,
                 params={**params, "role": role},
+                extra_metrics=sim.extra_metrics,  # a listener: it hears each step itself
             )
             opened = time.perf_counter()
             restored = recorder.open(resume=plan.resume[role])
@@ -310,9 +311,7 @@ def main_job(args: argparse.Namespace, out: Console, err: Console) -> int:
                 outcome: BatchOutcomes,
                 probes: ProbeRound | None,
                 task_id: TaskID = task,
-                rec: RunRecorder = recorder,
             ) -> None:
-                rec.step(batch, outcome, probes, extra=run.extra_metrics())
                 progress.update(task_id, completed=run.step)
 
             summary = run_simulation(catalog, settings, name, on_step=on_step, run=sim)

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from ._errors import ConfigError
-from ._probes import ProbeFn
+from .._errors import ConfigError
+from ._handover import ProbeFn
 
 log = logging.getLogger(__name__)
 

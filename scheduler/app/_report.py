@@ -9,8 +9,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from ..store import RunInfo, Store, StoreError, open_store, require_existing
 from ._settings import Settings
-from .store import RunInfo, Store, StoreError, open_store, require_existing
 
 ATTENTION = ("regression", "plateau", "quarantined", "suspected_reward_hacking", "breaker_opened")
 

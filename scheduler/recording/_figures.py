@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 from ._history import IntArray, RunHistory
 
 if TYPE_CHECKING:
