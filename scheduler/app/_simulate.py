@@ -48,6 +48,23 @@ class RunSummary:
         return int(self.curve_steps[hit[0]]) if hit.size else None
 
 
+def _summarize(run: SimulationRun | FixedMixRun, steps: int, score: FloatArray) -> RunSummary:
+    """The summary of a run (either kind) at ``steps``, from its running totals."""
+    curve = np.asarray(run.curve)
+    return RunSummary(
+        policy=run.policy_name,
+        steps=steps,
+        episodes=run.episodes,
+        final_score=float(score.mean()),
+        p10=float(np.percentile(score, 10)),
+        auc=float(curve.mean()) if curve.size else float("nan"),
+        waste=run.wasted / max(run.episodes, 1),
+        seconds=run.seconds,
+        curve_steps=np.asarray(run.curve_steps, dtype=np.int64),
+        curve=curve,
+    )
+
+
 StepHook = Callable[["SimulationRun", Batch, BatchOutcomes, "ProbeRound | None"], None]
 
 
@@ -127,20 +144,7 @@ class SimulationRun:
         }
 
     def summary(self) -> RunSummary:
-        score = self.score()
-        curve = np.asarray(self.curve)
-        return RunSummary(
-            policy=self.policy_name,
-            steps=self.scheduler.step,
-            episodes=self.episodes,
-            final_score=float(score.mean()),
-            p10=float(np.percentile(score, 10)),
-            auc=float(curve.mean()) if curve.size else float("nan"),
-            waste=self.wasted / max(self.episodes, 1),
-            seconds=self.seconds,
-            curve_steps=np.asarray(self.curve_steps, dtype=np.int64),
-            curve=curve,
-        )
+        return _summarize(self, self.scheduler.step, self.score())
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -217,19 +221,7 @@ class FixedMixRun:
         while self.step < steps:
             self.advance()
         score = self.learner.true_score()[self.scored]
-        curve = np.asarray(self.curve)
-        return RunSummary(
-            policy=self.policy_name,
-            steps=self.step,
-            episodes=self.episodes,
-            final_score=float(score.mean()),
-            p10=float(np.percentile(score, 10)),
-            auc=float(curve.mean()) if curve.size else float("nan"),
-            waste=self.wasted / max(self.episodes, 1),
-            seconds=self.seconds,
-            curve_steps=np.asarray(self.curve_steps, dtype=np.int64),
-            curve=curve,
-        )
+        return _summarize(self, self.step, score)
 
 
 def run_simulation(
