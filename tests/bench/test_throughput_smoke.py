@@ -1,0 +1,50 @@
+"""bench/throughput.py --quick runs end to end and prints a positive rate for every policy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from policies import available_policies
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _table_after(lines: list[str], header_start: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the first markdown table whose header starts so."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def _rate(cell: str) -> float:
+    return float(cell.replace(",", ""))
+
+
+def test_the_quick_throughput_run_has_a_positive_rate_for_every_policy_and_peer() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "throughput.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    policy_rows = _table_after(lines, "| policy |")
+    names = {row[0].split("`")[1] for row in policy_rows}
+    assert names == set(available_policies())
+    assert all(_rate(cell) > 0 for row in policy_rows for cell in row[1:])
+    sizes = _table_after(lines, "| arms | families |")
+    assert len(sizes) == 2
+    for row in sizes:
+        ours, numpy_choice, torch_sampler, syllabus = row[3:7]
+        assert _rate(ours) > 0 and _rate(numpy_choice) > 0 and _rate(torch_sampler) > 0
+        assert syllabus == "not installed" or _rate(syllabus) > 0
+    calls = _table_after(lines, "| arms | numpy calls")
+    assert all(int(row[1].replace(",", "")) > 0 for row in calls)
