@@ -14,9 +14,12 @@ the same outcomes and step loop as the scheduler, so the rows compare like with 
   ``update_on_episode``); its evaluator returns a score for every task, and runs every
   ``probe_every`` steps (``eval_interval`` in episodes), as the scheduler is probed.
 
-Syllabus 0.7 compares its distribution with ``[]`` (``task_dist != []``), which numpy 2
-refuses for an array; the distribution is handed back as a zero-copy ndarray view whose
-``!=`` against a list answers True, so no O(n) conversion is added to its step.
+Two Syllabus 0.7 problems are worked around. It compares its distribution with ``[]``
+(``task_dist != []``), which numpy 2 refuses for an array; the distribution is handed back
+as a zero-copy ndarray view whose ``!=`` against a list answers True, so no O(n)
+conversion is added to its step. And importing ``syllabus.curricula`` calls
+``np.seterr(all="raise")`` for the whole process (``plr/task_sampler.py``), after which an
+underflow in any policy raises; ``import_syllabus`` puts numpy's error state back.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def _syllabus_curriculum(n_arms: int, scores: Callable[[], FloatArray], every: i
     """A Syllabus LearningProgress over ``n_arms`` discrete tasks whose evaluator returns
     ``scores()`` for every task, run every ``every`` episodes."""
     import torch
+
+    import_syllabus()
     from syllabus.core.evaluator import Evaluator  # type: ignore[import-not-found,unused-ignore]
     from syllabus.curricula import LearningProgress  # type: ignore[import-not-found,unused-ignore]
     from syllabus.task_space import DiscreteTaskSpace  # type: ignore[import-not-found,unused-ignore]
@@ -139,10 +144,19 @@ class SyllabusLearningProgress:
             cur.update_on_episode(success, 1, task, success)
 
 
+def import_syllabus() -> None:
+    """Import Syllabus's curricula, keeping numpy's error state (it sets ``all="raise"``)."""
+    saved = np.geterr()
+    try:
+        import syllabus.curricula  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+    finally:
+        np.seterr(**saved)
+
+
 def syllabus_missing() -> str | None:
     """Why Syllabus cannot run here (``"not installed"``), or None when it can."""
     try:
-        import syllabus  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
+        import_syllabus()
     except ImportError:
         return "not installed"
     return None

@@ -45,6 +45,7 @@ import shlex
 import statistics
 import sys
 import time
+import traceback
 import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -205,8 +206,14 @@ def time_blocks(step: Callable[[int], None], s: Settings) -> Rate:
 
 
 # Measurements -----------------------------------------------------------------------------
-def policy_rate(catalog: Catalog, work: Workload, policy: str | None, s: Settings) -> Rate:
-    return time_blocks(SchedulerStep(scheduler_for(catalog, policy, s.seed), work), s)
+def policy_rate(catalog: Catalog, work: Workload, policy: str | None, s: Settings) -> Rate | str:
+    """The policy's rate, or the error that stopped it (logged with its traceback), so one
+    failing row does not lose the run."""
+    try:
+        return time_blocks(SchedulerStep(scheduler_for(catalog, policy, s.seed), work), s)
+    except Exception as exc:
+        log("".join(traceback.format_exception(exc)))
+        return f"failed ({type(exc).__name__})"
 
 
 def peer_rate(name: str, catalog: Catalog, work: Workload, s: Settings) -> Rate | str:
@@ -351,19 +358,21 @@ def fmt_rate(value: Rate | str) -> str:
     return value if isinstance(value, str) else f"{value.tasks_per_s:,.0f}"
 
 
-def ratio(ours: Rate, peer: Rate | str) -> str:
-    return "—" if isinstance(peer, str) else f"{ours.tasks_per_s / peer.tasks_per_s:.2f}×"
+def times(ours: Rate | str, peer: Rate | str) -> float | None:
+    """How many times the peer's rate ours is (None where either did not run)."""
+    if isinstance(ours, str) or isinstance(peer, str):
+        return None
+    return ours.tasks_per_s / peer.tasks_per_s
 
 
-def _times(text: str) -> float:
-    """``"1.50×"`` -> 1.5, for the smallest of several ratios."""
-    return float(text.rstrip("×"))
+def fmt_times(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
 
 
 @dataclass
 class Results:
     catalogs: dict[int, tuple[int, int]]  # arms -> (families, domains)
-    rates: dict[str, dict[int, Rate]]  # policy row -> arms -> rate
+    rates: dict[str, dict[int, Rate | str]]  # policy row -> arms -> rate (or why none)
     peers: dict[str, dict[int, Rate | str]]
     calls: dict[int, tuple[Calls, Calls]]
     probe_ms: dict[int, float]
@@ -379,7 +388,7 @@ def throughput_table(res: Results, default: str) -> str:
         ours = res.rates[default][arms]
         row = [f"{arms:,}", f"{fams:,}", str(doms), fmt_rate(ours)]
         row += [fmt_rate(res.peers[p][arms]) for p in peers]
-        row += [ratio(ours, res.peers[p][arms]) for p in peers if p in (TORCH, SYLLABUS)]
+        row += [fmt_times(times(ours, res.peers[p][arms])) for p in peers if p in (TORCH, SYLLABUS)]
         rows.append(row)
     return markdown_table(header, rows)
 
@@ -395,7 +404,10 @@ def policy_table(res: Results, default: str) -> str:
         label = f"`{name}`" + NOTES.get(name, "") + (" (default)" if name == default else "")
         row = [label, *(fmt_rate(by_size[a]) for a in sizes)]
         if with_syllabus:
-            row.append(min((ratio(by_size[a], syllabus[a]) for a in sizes), key=_times))
+            ratios = [times(by_size[a], syllabus[a]) for a in sizes]
+            row.append(
+                fmt_times(None if None in ratios else min(r for r in ratios if r is not None))
+            )
         rows.append(row)
     return markdown_table(header, rows)
 
@@ -476,7 +488,7 @@ def measure(s: Settings, default: str) -> Results:
         for row in rows:
             policy = None if row == default else row
             res.rates.setdefault(row, {})[n] = policy_rate(catalog, work, policy, s)
-            log(f"{n:,} arms, {row}: {res.rates[row][n].tasks_per_s:,.0f} tasks/s")
+            log(f"{n:,} arms, {row}: {fmt_rate(res.rates[row][n])} tasks/s")
         for peer in PEERS if s.peers else ():
             res.peers.setdefault(peer, {})[n] = peer_rate(peer, catalog, work, s)
             log(f"{n:,} arms, {peer}: {fmt_rate(res.peers[peer][n])}")
