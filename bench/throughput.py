@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import shlex
@@ -329,10 +330,8 @@ def memory(n_arms: int, work: Workload, s: Settings) -> Memory:
 
 def write_profile(out: Path, s: Settings) -> None:
     """A pyinstrument text profile of the default policy's steps at 1,000 arms."""
-    try:
-        from pyinstrument import Profiler
-    except ImportError:
-        raise SystemExit("--profile needs pyinstrument: pip install pyinstrument==5.1.3") from None
+    from pyinstrument import Profiler
+
     catalog = synthetic_catalog(1_000)
     step = SchedulerStep(scheduler_for(catalog, None, s.seed), Workload.draw(catalog, s.seed))
     for i in range(s.warmup):
@@ -538,6 +537,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     s = settings(args)
+    if args.profile is not None and importlib.util.find_spec("pyinstrument") is None:
+        raise SystemExit("--profile needs pyinstrument: pip install pyinstrument==5.1.3")
     if s.peers and peer_missing(TORCH) is None:
         import torch
 
