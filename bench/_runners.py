@@ -201,6 +201,12 @@ class SyllabusRunner(_OpenLoop):
         batch_size: int,
     ) -> None:
         import torch
+
+        # importing syllabus.curricula sets np.seterr(all="raise") for the whole process;
+        # import_syllabus puts numpy's error state back, so our runners are not changed
+        from _peers import import_syllabus
+
+        import_syllabus()
         from syllabus.core.evaluator import Evaluator  # type: ignore[import-not-found,unused-ignore]
         from syllabus.curricula import (  # type: ignore[import-not-found,unused-ignore]
             CentralPrioritizedLevelReplay,

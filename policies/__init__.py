@@ -21,7 +21,7 @@ from ._regression_guard import RegressionGuard
 from ._replay import PrioritizedReplay
 from ._skill import SkillConfig, SkillModel
 from ._smoothing import smooth
-from ._tiers import TierChanges, TierConfig, TierController
+from ._tiers import TierConfig
 from ._view import ArmView, CurveView
 
 __all__ = [
@@ -40,9 +40,7 @@ __all__ = [
     "SkillModel",
     "Stateless",
     "Static",
-    "TierChanges",
     "TierConfig",
-    "TierController",
     "Uniform",
     "available_policies",
     "binomial_interval",

@@ -145,10 +145,19 @@ class SkillModel:
         mu = (pt * self.train_mu + pp * self.probe_mu) / prec
         return mu, 1.0 / prec
 
+    def belief_at(self, families: IntArray) -> tuple[FloatArray, FloatArray]:
+        """``belief()`` of these families only (the hot path reads a batch's families)."""
+        cfg = self.config
+        prec0 = 1.0 / (cfg.prior_var + cfg.drift * self.episodes[families])
+        pt, pp = 1.0 / self.train_var[families], 1.0 / self.probe_var[families]
+        prec = np.maximum(pt + pp - prec0, np.maximum(pt, pp))
+        mu = (pt * self.train_mu[families] + pp * self.probe_mu[families]) / prec
+        return mu, 1.0 / prec
+
     def pass_rate(self, families: IntArray, tiers: IntArray) -> FloatArray:
         """Predicted chance-normalised pass rate at these (family, tier) pairs."""
-        mu, _ = self.belief()
-        result: FloatArray = expit(self.config.slope * (mu[families] - tiers))
+        mu, _ = self.belief_at(families)
+        result: FloatArray = expit(self.config.slope * (mu - tiers))
         return result
 
     def pass_rate_band(
@@ -156,15 +165,20 @@ class SkillModel:
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Predicted chance-normalised pass rate at these pairs, and at one standard
         deviation of the belief either side (low, mean, high)."""
-        mu, var = self.belief()
-        sd = np.sqrt(var[families])
-        s, m = self.config.slope, mu[families] - tiers
+        mu, var = self.belief_at(families)
+        sd = np.sqrt(var)
+        s, m = self.config.slope, mu - tiers
         return expit(s * (m - sd)), expit(s * m), expit(s * (m + sd))
 
     def tier(self) -> IntArray:
         """int64 [n_families]: the tier whose predicted pass rate is nearest the target."""
         mu, _ = self.belief()
         return self._tier_for(mu, np.arange(self._catalog.n_families))
+
+    def tier_of(self, families: IntArray) -> IntArray:
+        """``tier()`` of these families only."""
+        mu, _ = self.belief_at(families)
+        return self._tier_for(mu, families)
 
     def _tier_for(self, theta: FloatArray, families: IntArray) -> IntArray:
         cfg = self.config
@@ -176,12 +190,12 @@ class SkillModel:
         """A tier for each task: Thompson-sample the skill, take the tier nearest target;
         a ``contrast`` share of the tasks of a family whose slope is still untested go one
         tier below it (above at tier 0), so the flatness test gets evidence."""
-        mu, var = self.belief()
-        theta = mu[families] + np.sqrt(var[families]) * rng.standard_normal(families.shape[0])
+        mu, var = self.belief_at(families)
+        theta = mu + np.sqrt(var) * rng.standard_normal(families.shape[0])
         tier = self._tier_for(theta, families)
         if self.config.contrast > 0:
-            untested = self.slope_untested()
-            side = untested[families] & (rng.random(families.shape[0]) < self.config.contrast)
+            untested = self._slope_z(families)[1] < _SLOPE_INFO_MIN
+            side = untested & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
             tier = np.where(side, beside, tier)
@@ -207,11 +221,12 @@ class SkillModel:
         result: BoolArray = self._slope_z()[1] < _SLOPE_INFO_MIN
         return result
 
-    def _slope_z(self) -> tuple[FloatArray, FloatArray]:
+    def _slope_z(self, families: IntArray | None = None) -> tuple[FloatArray, FloatArray]:
         """The slope's efficient score test, the skill profiled out (so a family that
         learned since, passing more often at every tier, reads neither flat nor steep):
-        its z and its information."""
-        u_skill, u_slope, i_ss, i_aa, i_sa = self.slope_test
+        its z and its information (of ``families``, default all)."""
+        test = self.slope_test if families is None else self.slope_test[:, families]
+        u_skill, u_slope, i_ss, i_aa, i_sa = test
         ratio = i_sa / np.maximum(i_ss, 1e-12)
         info = np.maximum(i_aa - ratio * i_sa, 0.0)
         z = (u_slope - ratio * u_skill) / np.sqrt(np.maximum(info, 1e-12))
@@ -280,33 +295,29 @@ class SkillModel:
 
     # ------------------------------------------------------------------ evidence
     def observe_training(self, arm: IntArray, success: FloatArray) -> None:
-        """Training outcomes (pass or fail) of these arms; drift added per episode first."""
+        """Training outcomes (pass or fail) of these arms; drift added per episode first.
+        Only the families in the report are touched (indices compressed to them)."""
         if arm.size == 0:
             return
         cat = self._catalog
-        n_arm = np.bincount(arm, minlength=cat.n_arms).astype(np.float64)
-        k_arm = np.bincount(arm, weights=success > 0.5, minlength=cat.n_arms).astype(np.float64)
-        touched = np.flatnonzero(n_arm)
-        fam = cat.family_of_arm[touched]
-        per_family = np.bincount(fam, weights=n_arm[touched], minlength=cat.n_families).astype(
+        arms, inverse = np.unique(arm, return_inverse=True)
+        n_arm = np.bincount(inverse, minlength=arms.shape[0]).astype(np.float64)
+        k_arm = np.bincount(inverse, weights=success > 0.5, minlength=arms.shape[0]).astype(
             np.float64
         )
-        families = np.flatnonzero(per_family)
-        self._test_slope(fam, cat.tier_of_arm[touched], k_arm[touched], n_arm[touched], per_family)
-        self.train_var[families] += self.config.drift * per_family[families]
-        self.probe_var[families] += self.config.drift * per_family[families]
-        self._update(
-            self.train_mu,
-            self.train_var,
-            fam,
-            cat.tier_of_arm[touched],
-            k_arm[touched],
-            n_arm[touched],
+        families, owner = np.unique(cat.family_of_arm[arms], return_inverse=True)
+        per_family = np.bincount(owner, weights=n_arm, minlength=families.shape[0]).astype(
+            np.float64
         )
-        self.episodes[families] += per_family[families]
-        mu, _ = self.belief()
-        rate = 1.0 - (1.0 - 1.0 / max(self.config.patience, 1)) ** per_family[families]
-        self.slow_mu[families] += rate * (mu[families] - self.slow_mu[families])
+        tiers = cat.tier_of_arm[arms]
+        self._test_slope(families, owner, tiers, k_arm, n_arm, per_family)
+        self.train_var[families] += self.config.drift * per_family
+        self.probe_var[families] += self.config.drift * per_family
+        self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)
+        self.episodes[families] += per_family
+        mu, _ = self.belief_at(families)
+        rate = 1.0 - (1.0 - 1.0 / max(self.config.patience, 1)) ** per_family
+        self.slow_mu[families] += rate * (mu - self.slow_mu[families])
 
     def observe_probes(
         self, families: IntArray, tiers: IntArray, scores: FloatArray, n: IntArray
@@ -316,33 +327,44 @@ class SkillModel:
             return
         items = n.astype(np.float64)
         self._track_residuals(families, tiers, scores * items, items)
-        self._update(self.probe_mu, self.probe_var, families, tiers, scores * items, items)
+        touched, owner = np.unique(families, return_inverse=True)
+        self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
 
     def _test_slope(
-        self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray, per_family: FloatArray
+        self,
+        families: IntArray,
+        owner: IntArray,
+        tier: IntArray,
+        k: FloatArray,
+        n: FloatArray,
+        per_family: FloatArray,
     ) -> None:
-        """Add these counts to the slope's score test, at the current belief."""
-        cfg, nf = self.config, self._catalog.n_families
-        mu, _ = self.belief()
-        chance = self._chance[family]
-        gap = mu[family] - tier
+        """Add these counts (row i belongs to ``families[owner[i]]``) to the slope's score
+        test, at the current belief."""
+        cfg, m = self.config, families.shape[0]
+        mu, _ = self.belief_at(families)
+        chance = self._chance[families][owner]
+        gap = mu[owner] - tier
         q = expit(cfg.slope * gap)
         p = np.clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
         d_skill = (1.0 - chance) * q * (1.0 - q) * cfg.slope  # d p / d skill
         d_slope = (1.0 - chance) * q * (1.0 - q) * gap  # d p / d slope
         resid = (k - n * p) / (p * (1.0 - p))
         weight = n / (p * (1.0 - p))
-        terms = (
-            resid * d_skill,
-            resid * d_slope,
-            weight * d_skill * d_skill,
-            weight * d_slope * d_slope,
-            weight * d_skill * d_slope,
+        terms = np.stack(
+            [
+                resid * d_skill,
+                resid * d_slope,
+                weight * d_skill * d_skill,
+                weight * d_slope * d_slope,
+                weight * d_skill * d_slope,
+            ]
         )
         fade = (1.0 - 1.0 / _SLOPE_WINDOW) ** per_family
-        for row, term in zip(self.slope_test, terms, strict=True):
-            row *= fade
-            row += np.bincount(family, weights=term, minlength=nf)
+        # one bincount for the five rows: row r of family j lands in bin r * m + j
+        rows = np.arange(5)[:, None] * m + owner[None, :]
+        sums = np.bincount(rows.ravel(), weights=terms.ravel(), minlength=5 * m).reshape(5, m)
+        self.slope_test[:, families] = self.slope_test[:, families] * fade + sums
 
     def _track_residuals(
         self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray
@@ -373,37 +395,35 @@ class SkillModel:
         self,
         mean: FloatArray,
         var: FloatArray,
-        family: IntArray,
+        families: IntArray,
+        owner: IntArray,
         tier: IntArray,
         k: FloatArray,
         n: FloatArray,
     ) -> None:
-        """Laplace update of one belief by binomial counts ``k of n`` at (family, tier):
-        Newton steps on the log-posterior, summed per family with bincount."""
-        nf = self._catalog.n_families
-        families = np.unique(family)
+        """Laplace update of one belief by binomial counts ``k of n`` at (family, tier),
+        row i of family ``families[owner[i]]``: Newton steps on the log-posterior, summed
+        per family with bincount over the touched families only."""
+        m = families.shape[0]
         prior_mu, prior_prec = mean[families].copy(), 1.0 / var[families]
         slope = self.config.slope
-        chance = self._chance[family]
+        chance = self._chance[families][owner]
         tiers = tier.astype(np.float64)
-        mu = mean.copy()
-        info = np.zeros(nf)
-        for step in range(_NEWTON_STEPS):
-            q = expit(slope * (mu[family] - tiers))
-            p = chance + (1.0 - chance) * q
-            p = np.clip(p, 1e-9, 1.0 - 1e-9)
+        top = self._top[families]
+        mu = prior_mu.copy()
+        info = np.zeros(m)
+        for _ in range(_NEWTON_STEPS):
+            q = expit(slope * (mu[owner] - tiers))
+            p = np.clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
             dp = (1.0 - chance) * slope * q * (1.0 - q)
-            grad = np.bincount(family, weights=(k - n * p) * dp / (p * (1.0 - p)), minlength=nf)
-            info = np.bincount(family, weights=n * dp * dp / (p * (1.0 - p)), minlength=nf).astype(
-                np.float64
-            )
-            g = grad[families] - prior_prec * (mu[families] - prior_mu)
-            h = info[families] + prior_prec
-            move = np.clip(g / h, -_MAX_STEP, _MAX_STEP)  # damped: the likelihood is flat
-            mu[families] = np.clip(mu[families] + move, -_REACH, self._top[families] + _REACH)
-            del step
-        mean[families] = mu[families]
-        var[families] = 1.0 / (prior_prec + info[families])
+            pq = p * (1.0 - p)
+            grad = np.bincount(owner, weights=(k - n * p) * dp / pq, minlength=m)
+            info = np.bincount(owner, weights=n * dp * dp / pq, minlength=m).astype(np.float64)
+            g = grad - prior_prec * (mu - prior_mu)
+            move = np.clip(g / (info + prior_prec), -_MAX_STEP, _MAX_STEP)  # damped
+            mu = np.clip(mu + move, -_REACH, top + _REACH)
+        mean[families] = mu
+        var[families] = 1.0 / (prior_prec + info)
 
     # ------------------------------------------------------------------ state
     _FAMILY_ARRAYS = (

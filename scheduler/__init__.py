@@ -19,14 +19,6 @@ if TYPE_CHECKING:
     )
     from ._breakers import BreakerConfig, CircuitBreakers
     from ._demand import Demand
-    from ._detectors import (
-        DetectorConfig,
-        Detectors,
-        HackingConfig,
-        PlateauConfig,
-        RegressionConfig,
-        UnlearnableConfig,
-    )
     from ._errors import ConfigError, ReportError
     from ._events import Event
     from ._listeners import Listener, ProbesRecorded, Reported
@@ -71,12 +63,6 @@ _LAZY = {
     "BreakerConfig": "._breakers",
     "CircuitBreakers": "._breakers",
     "Demand": "._demand",
-    "DetectorConfig": "._detectors",
-    "Detectors": "._detectors",
-    "HackingConfig": "._detectors",
-    "PlateauConfig": "._detectors",
-    "RegressionConfig": "._detectors",
-    "UnlearnableConfig": "._detectors",
     "ConfigError": "._errors",
     "ReportError": "._errors",
     "Event": "._events",
@@ -133,15 +119,11 @@ __all__ = [
     "CurriculumBatchSampler",
     "DatasetColumns",
     "Demand",
-    "DetectorConfig",
-    "Detectors",
     "DomainCurves",
     "Event",
     "EventCounts",
-    "HackingConfig",
     "Listener",
     "Outcome",
-    "PlateauConfig",
     "PriorityWeights",
     "ProbeCurves",
     "ProbeExecutor",
@@ -153,7 +135,6 @@ __all__ = [
     "RayProbeExecutor",
     "RecorderMirror",
     "RecordingConfig",
-    "RegressionConfig",
     "ReportError",
     "Reported",
     "RetryQueue",
@@ -169,7 +150,6 @@ __all__ = [
     "TaskRef",
     "ThreadProbeExecutor",
     "TierTimeline",
-    "UnlearnableConfig",
     "Weights",
     "dumps_state",
     "events_figure",

@@ -142,6 +142,10 @@ class CircuitBreakers:
         self.half_open_ok = np.zeros(n, dtype=np.int64)  # int64 [n_f], good results half-open
         self.trips = np.zeros(n, dtype=np.int64)  # int64 [n_f], times opened
         self._fault_codes = self.config.fault_codes
+        # bumped on every change of ``state``: readers of the factor and the mask recompute
+        # them only then, and ``tick`` has nothing to do while no breaker is open
+        self.version = 0
+        self._any_open = False
 
     # ------------------------------------------------------------------ views
     @property
@@ -173,56 +177,72 @@ class CircuitBreakers:
         fam, good = self._families(families), np.asarray(ok, dtype=bool).reshape(-1)
         if fam.shape != good.shape:
             raise ValueError("families and ok must have one length")
-        n = self.catalog.n_families
         live = self.state[fam] != OPEN
         fam, good = fam[live], good[live]
-        self.probe_streak = _streak(fam, reset=good, counted=~good, old=self.probe_streak, n=n)
-        bad = np.bincount(fam, weights=~good, minlength=n) > 0
-        oks = np.bincount(fam, weights=good, minlength=n).astype(np.int64)
-        closed = self.state == CLOSED
-        trip = closed & (self.probe_streak >= self.config.probe_failures)
-        return self._transition(now_step, trip, bad, oks, "probe_failures")
+        if fam.size == 0:
+            return []
+        touched, local = np.unique(fam, return_inverse=True)
+        m = touched.shape[0]
+        streak = _streak(local, reset=good, counted=~good, old=self.probe_streak[touched], n=m)
+        self.probe_streak[touched] = streak
+        bad = np.bincount(local, weights=~good, minlength=m) > 0
+        oks = np.bincount(local, weights=good, minlength=m).astype(np.int64)
+        trip = (self.state[touched] == CLOSED) & (streak >= self.config.probe_failures)
+        return self._transition(now_step, touched, trip, bad, oks, "probe_failures")
 
     def record_outcomes(
         self, families: npt.ArrayLike, status: npt.ArrayLike, now_step: int
     ) -> list[Event]:
-        """Apply trainer-reported outcome statuses (aligned with ``families``, Status codes)."""
+        """Apply trainer-reported outcome statuses (aligned with ``families``, Status
+        codes). Only the families in the report are touched."""
         fam = self._families(families)
         st = np.asarray(status, dtype=np.int64).reshape(-1)
         if fam.shape != st.shape:
             raise ValueError("families and status must have one length")
-        n, cfg = self.catalog.n_families, self.config
-        live = self.state[fam] != OPEN
-        fam, st = fam[live], st[live]
+        cfg = self.config
+        if self._any_open:
+            live = self.state[fam] != OPEN
+            fam, st = fam[live], st[live]
+        if fam.size == 0:
+            return []
+        touched, local = np.unique(fam, return_inverse=True)
+        m = touched.shape[0]
         fault = np.isin(st, self._fault_codes)
-        self._push_ring(fam, fault)
+        self._push_ring(touched, local, fault)
         model = (st == Status.OK) | (st == Status.FAILED)  # outcomes that judge the model
-        self.failed_streak = _streak(
-            fam[model],
+        streak = _streak(
+            local[model],
             reset=st[model] == Status.OK,
             counted=st[model] == Status.FAILED,
-            old=self.failed_streak,
-            n=n,
+            old=self.failed_streak[touched],
+            n=m,
         )
-        bad = np.bincount(fam, weights=fault, minlength=n) > 0
-        oks = np.bincount(fam, weights=~fault, minlength=n).astype(np.int64)
-        closed = self.state == CLOSED
-        by_faults = closed & (self.window_faults >= cfg.fault_threshold)
+        self.failed_streak[touched] = streak
+        bad = np.bincount(local, weights=fault, minlength=m) > 0
+        oks = np.bincount(local, weights=~fault, minlength=m).astype(np.int64)
+        closed = self.state[touched] == CLOSED
+        faults = self.ring[touched].sum(axis=1)
+        by_faults = closed & (faults >= cfg.fault_threshold)
         by_failed = (
-            closed & (self.failed_streak >= cfg.failed_streak)
+            closed & (streak >= cfg.failed_streak)
             if cfg.failed_streak > 0
-            else np.zeros(n, dtype=bool)
+            else np.zeros(m, dtype=bool)
         )
+        if not (by_faults | by_failed).any() and not (self._any_half_open(touched)):
+            return []
         reason = np.where(by_failed & ~by_faults, "failed_streak", "outcome_faults")
-        return self._transition(now_step, by_faults | by_failed, bad, oks, reason)
+        return self._transition(now_step, touched, by_faults | by_failed, bad, oks, reason)
 
     def tick(self, now_step: int) -> list[Event]:
         """Move OPEN breakers whose cool-down has passed to HALF_OPEN."""
+        if not self._any_open:
+            return []
         due = (self.state == OPEN) & (now_step - self.opened_at >= self.cooldown)
         if not due.any():
             return []
         self.state[due] = HALF_OPEN
         self.half_open_ok[due] = 0
+        self._changed()
         return [
             self._event(
                 now_step,
@@ -285,75 +305,98 @@ class CircuitBreakers:
             loaded[name] = arr.copy()
         for name, arr in loaded.items():
             setattr(self, name, arr)
+        self._changed()
 
     # ------------------------------------------------------------------ internals
+    def _changed(self) -> None:
+        self.version += 1
+        self._any_open = bool((self.state == OPEN).any())
+
+    def _any_half_open(self, touched: IntArray) -> bool:
+        return bool((self.state[touched] == HALF_OPEN).any())
+
     def _families(self, families: npt.ArrayLike) -> IntArray:
         fam = np.asarray(families, dtype=np.int64).reshape(-1)
         if fam.size and (fam.min() < 0 or fam.max() >= self.catalog.n_families):
             raise ValueError(f"family ids must be in [0, {self.catalog.n_families})")
         return fam
 
-    def _push_ring(self, fam: IntArray, fault: BoolArray) -> None:
-        """Write each outcome's fault flag into its family's ring, keeping the last W."""
-        w, n = self.config.fault_window, self.catalog.n_families
-        count = np.bincount(fam, minlength=n)
-        rank = occurrence_rank(fam)
-        keep = rank >= count[fam] - w  # only the last W of a family matter (no slot twice)
-        f, r = fam[keep], rank[keep]
+    def _push_ring(self, touched: IntArray, local: IntArray, fault: BoolArray) -> None:
+        """Write each outcome's fault flag into its family's ring, keeping the last W
+        (``local`` indexes ``touched``, the report's families)."""
+        w = self.config.fault_window
+        count = np.bincount(local, minlength=touched.shape[0])
+        rank = occurrence_rank(local)
+        keep = rank >= count[local] - w  # only the last W of a family matter (no slot twice)
+        f, r = touched[local[keep]], rank[keep]
         self.ring[f, (self.ring_cursor[f] + r) % w] = fault[keep]
-        self.ring_cursor += count
-        np.minimum(self.ring_filled + count, w, out=self.ring_filled)
+        self.ring_cursor[touched] += count
+        self.ring_filled[touched] = np.minimum(self.ring_filled[touched] + count, w)
 
     def _transition(
         self,
         step: int,
+        touched: IntArray,
         trip: BoolArray,
         bad: BoolArray,
         oks: IntArray,
         reason: str | npt.NDArray[np.str_],
     ) -> list[Event]:
-        """Open ``trip`` (CLOSED) families; judge HALF_OPEN ones by ``bad`` / ``oks``."""
+        """Open the ``trip`` families (CLOSED) among ``touched``; judge HALF_OPEN ones by
+        ``bad`` / ``oks`` (arrays aligned with ``touched``)."""
         cfg = self.config
-        half = self.state == HALF_OPEN
+        half = self.state[touched] == HALF_OPEN
         good = half & ~bad
-        self.half_open_ok[good] += oks[good]
+        self.half_open_ok[touched[good]] += oks[good]
         reopen = half & bad
-        close = good & (self.half_open_ok >= cfg.half_open_successes)
+        close = good & (self.half_open_ok[touched] >= cfg.half_open_successes)
         opened = trip | reopen
+        if not (opened | close).any():
+            return []
         why = np.broadcast_to(np.asarray(reason), trip.shape)
-        evidence = {int(f): self._evidence(int(f)) for f in np.flatnonzero(opened | close)}
-        grown = np.minimum(np.ceil(self.cooldown * cfg.cooldown_growth), cfg.max_cooldown_steps)
-        self.cooldown[reopen] = grown[reopen].astype(np.int64)
-        self.cooldown[trip] = cfg.cooldown_steps
-        self.cooldown[close] = cfg.cooldown_steps
-        self.state[opened] = OPEN
-        self.opened_at[opened] = step
-        self.trips[opened] += 1
+        evidence = {
+            i: self._evidence(int(touched[i])) for i in np.flatnonzero(opened | close).tolist()
+        }
+        cooldown = self.cooldown[touched]
+        grown = np.minimum(np.ceil(cooldown * cfg.cooldown_growth), cfg.max_cooldown_steps)
+        cooldown = np.where(reopen, grown.astype(np.int64), cooldown)
+        cooldown = np.where(trip | close, cfg.cooldown_steps, cooldown)
+        self.cooldown[touched] = cooldown
+        f_open = touched[opened]
+        self.state[f_open] = OPEN
+        self.opened_at[f_open] = step
+        self.trips[f_open] += 1
         events = [
             self._event(
                 step,
                 "breaker_opened",
-                f,
+                int(touched[i]),
                 {
-                    **evidence[f],
-                    "reason": str(why[f]) if trip[f] else f"half_open_{why[f]}",
-                    "cooldown_steps": int(self.cooldown[f]),
-                    "until_step": int(step + self.cooldown[f]),
+                    **evidence[i],
+                    "reason": str(why[i]) if trip[i] else f"half_open_{why[i]}",
+                    "cooldown_steps": int(cooldown[i]),
+                    "until_step": int(step + cooldown[i]),
                 },
             )
-            for f in np.flatnonzero(opened).tolist()
+            for i in np.flatnonzero(opened).tolist()
         ]
         events += [
-            self._event(step, "breaker_closed", f, {**evidence[f], "trips": int(self.trips[f])})
-            for f in np.flatnonzero(close).tolist()
+            self._event(
+                step,
+                "breaker_closed",
+                int(touched[i]),
+                {**evidence[i], "trips": int(self.trips[touched[i]])},
+            )
+            for i in np.flatnonzero(close).tolist()
         ]
-        self.state[close] = CLOSED
-        reset = opened | close  # the next episode is judged on fresh evidence
+        self.state[touched[close]] = CLOSED
+        reset = touched[opened | close]  # the next episode is judged on fresh evidence
         self.probe_streak[reset] = 0
         self.failed_streak[reset] = 0
         self.ring[reset] = False
         self.ring_filled[reset] = 0
         self.half_open_ok[reset] = 0
+        self._changed()
         for e in events:
             log.info("%s: %s %s", e.kind, e.family, e.payload)
         return events

@@ -15,6 +15,11 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
 2. ``pending`` holds the rows of every batch awaiting a report with the drawing
    scheduler's token (format 1 held only each batch's length), and every field is required
    (``skill`` and ``skill_flags`` when the scheduler runs a skill model, as in format 1).
+3. the skill model is the only tier model: ``skill`` and ``skill_flags`` are required,
+   ``tiers`` holds only ``tier`` and ``last_change``, and the legacy parts (``detectors``,
+   ``stats.prev_probe_*`` and ``stats.lookahead_*``, the tier controller's counts) are gone.
+   A format-2 state of the legacy controller starts its skill model afresh (logged).
+   ``cached_weights`` may carry ``episodes_since`` (the refresh rule's count).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -95,9 +100,37 @@ def _pending_rows(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
     return state
 
 
+_LEGACY_STATS = (
+    "prev_probe_score",
+    "prev_probe_step",
+    "lookahead_passed",
+    "lookahead_n",
+    "lookahead_from",
+)
+
+
+def _drop_legacy_parts(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """The legacy tier controller and detectors are gone: their fields are dropped, and a
+    state saved without a skill model gets a fresh one (its statistics, probes and
+    curves carry over; the skill is learned again from what comes next)."""
+    state.pop("detectors", None)
+    stats = state.get("stats")
+    if isinstance(stats, Mapping):
+        state["stats"] = {k: v for k, v in stats.items() if k not in _LEGACY_STATS}
+    tiers = state.get("tiers")
+    if isinstance(tiers, Mapping):
+        state["tiers"] = {k: v for k, v in tiers.items() if k in ("tier", "last_change")}
+    if state.get("skill") is None:
+        log.warning("checkpoint of format 2 without a skill model: the skill model starts afresh")
+        state["skill"] = type(sched.skill)(sched.catalog, sched.skill.config).state_dict()
+        state["skill_flags"] = np.zeros_like(sched.flags.flags)
+    return state
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "fill fields added in format 1", _fill_fields_added_in_v1),
     Migration(1, "pending batches as rows", _pending_rows),
+    Migration(2, "drop the legacy tier controller and detectors", _drop_legacy_parts),
 )
 
 
@@ -152,7 +185,7 @@ def _problems(sched: Scheduler, state: dict[str, Any]) -> list[str]:
     plain = ["seed", "step", "cursor", "cost", "cost_seen", "cost_alarm", "compute_ratio"]
     plain += ["quota_short", "family_factor"]
     problems = compare({k: live[k] for k in plain}, state, "")
-    for key in ("stats", "tiers", "breakers", "retries", "curves", "detectors", "rng"):
+    for key in ("stats", "tiers", "breakers", "retries", "curves", "rng"):
         if key not in state:
             problems.append(f"{key}: missing")
     for key in ("policy_state", "pending", "events"):
@@ -183,7 +216,6 @@ def _problems(sched: Scheduler, state: dict[str, Any]) -> list[str]:
     problems += sched.breakers.check_state(state["breakers"])
     problems += sched.retries.check_state(state["retries"])
     problems += sched.curves.check_state(state["curves"])
-    problems += sched.detectors.check_state(state["detectors"])
     problems += _skill_problems(sched, state)
     problems += sched._pending.check_state(state["pending"], max(step, 0), cat.n_arms)
     problems += _events_problems(state["events"], max(step, 0))
@@ -192,11 +224,9 @@ def _problems(sched: Scheduler, state: dict[str, Any]) -> list[str]:
 
 
 def _skill_problems(sched: Scheduler, state: Mapping[str, Any]) -> list[str]:
-    """The skill model's part, when the scheduler runs one: the structure of its
-    ``state_dict()`` and the flags, then its own load rules tried on a scratch model (so
-    this stays in step with the model without a copy of its rules here)."""
-    if sched.skill is None:
-        return []
+    """The skill model's part: the structure of its ``state_dict()`` and the flags, then
+    its own load rules tried on a scratch model (so this stays in step with the model
+    without a copy of its rules here)."""
     problems: list[str] = []
     for key in ("skill", "skill_flags"):
         if key not in state:
@@ -205,7 +235,7 @@ def _skill_problems(sched: Scheduler, state: Mapping[str, Any]) -> list[str]:
         return problems
     template = sched.skill.state_dict()
     problems = compare(template, state["skill"], "skill")
-    problems += compare(sched._skill_flags, state["skill_flags"], "skill_flags")
+    problems += compare(sched.flags.flags, state["skill_flags"], "skill_flags")
     if problems:
         return problems
     finite_like(
@@ -278,11 +308,17 @@ def _cached_problems(sched: Scheduler, cached: Any, step: int) -> list[str]:
     shapes["tier"] = cat.n_arms
     template: dict[str, Any] = {k: np.zeros(n) for k, n in shapes.items()}
     template["step"] = 0
+    if isinstance(cached, Mapping) and "episodes_since" in cached:
+        template["episodes_since"] = 0
     problems = compare(template, cached, "cached_weights")
     if problems:
         return problems
     if not 0 <= int(cached["step"]) <= step:
         problems.append(f"cached_weights.step: must be in [0, {step}], got {cached['step']}")
+    if int(cached.get("episodes_since", 0)) < 0:
+        problems.append(
+            f"cached_weights.episodes_since: must be >= 0, got {cached['episodes_since']}"
+        )
     for key in shapes:
         arr = np.asarray(cached[key], dtype=np.float64)
         where = f"cached_weights.{key}"

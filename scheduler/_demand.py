@@ -17,7 +17,7 @@ computed and then put back as it was, so the next batch is the one it would have
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,7 @@ from ._errors import ConfigError
 
 if TYPE_CHECKING:
     from domains import Catalog
+    from policies import SkillModel
 
     from ._scheduler import Scheduler
     from ._weights import Weights
@@ -103,24 +104,35 @@ def expected_demand(sched: Scheduler, steps: int, batch_size: int) -> Demand:
 
 
 def _current_weights(sched: Scheduler) -> Weights:
-    """The weights the next batch would draw from, leaving the weight cache as it was
-    (computing weights also moves the compute quotas' warm start)."""
+    """The weights the next batch would draw from, leaving the scheduler as it was (a
+    refresh moves the compute quotas' warm start, the flags and the event queue)."""
+    pipeline = sched.pipeline
     saved = (
-        sched._weights,
-        sched._cdf,
-        sched._tier_cdf,
-        sched._weights_step,
-        sched.compute_ratio.copy(),
+        pipeline.weights,
+        pipeline.cdf,
+        pipeline.tier_cdf,
+        pipeline.computed_at,
+        pipeline.episodes_since,
+        pipeline.compute_ratio.copy(),
+        pipeline.quota_short.copy(),
+        sched.gates.factor.copy(),
+        sched.flags.flags.copy(),
+        list(sched._events),
     )
     try:
         return sched.weights()
     finally:
         (
-            sched._weights,
-            sched._cdf,
-            sched._tier_cdf,
-            sched._weights_step,
-            sched.compute_ratio,
+            pipeline.weights,
+            pipeline.cdf,
+            pipeline.tier_cdf,
+            pipeline.computed_at,
+            pipeline.episodes_since,
+            pipeline.compute_ratio,
+            pipeline.quota_short,
+            sched.gates.factor,
+            sched.flags.flags,
+            sched._events,
         ) = saved
 
 
@@ -139,15 +151,14 @@ def _retries_ahead(sched: Scheduler, steps: int, batch_size: int) -> IntArray:
 def _tier_split(sched: Scheduler, weights: Weights) -> FloatArray:
     """float64 [n_arms]: the share of each family's draws that goes to each of its tiers."""
     cat = sched.catalog
-    skill = getattr(sched, "skill", None)
-    split = _controller_split(sched) if skill is None else _skill_split(cat, skill)
+    split = _skill_split(cat, sched.skill)
     separate = cat.tier_separate[cat.family_of_arm]
     if separate.any():  # separate skills: the family's own tier weights
         split = np.where(separate, weights.tier, split)
     return split
 
 
-def _skill_split(catalog: Catalog, skill: Any) -> FloatArray:
+def _skill_split(catalog: Catalog, skill: SkillModel) -> FloatArray:
     """``SkillModel.draw_tiers`` in closed form. It Thompson-samples each family's skill
     from N(mu, var) and takes the tier nearest the target pass rate,
     clip(rint(theta - offset), 0, top): tier t holds theta - offset in [t - 1/2, t + 1/2),
@@ -165,44 +176,10 @@ def _skill_split(catalog: Catalog, skill: Any) -> FloatArray:
     split: FloatArray = ndtr((high + offset - mu[fam]) / sd) - ndtr((low + offset - mu[fam]) / sd)
     contrast = float(getattr(cfg, "contrast", 0.0))
     if contrast > 0:  # an untested family's contrast share goes one tier down (up from 0)
-        untested = skill.untested_slope() if hasattr(skill, "untested_slope") else _untested(skill)
+        untested = skill.slope_untested()
         beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
         moved = np.zeros_like(split)
         np.add.at(moved, catalog.arm_start[fam] + beside, split)
         share = np.where(untested[fam], contrast, 0.0)
         split = (1.0 - share) * split + share * moved
-    return split
-
-
-def _untested(skill: Any) -> npt.NDArray[np.bool_]:
-    """bool [n_families]: the families whose slope the skill model still tests (the ones
-    ``SkillModel.draw_tiers`` sends a contrast share beside their tier)."""
-    result: npt.NDArray[np.bool_] = skill.slope_untested()
-    return result
-
-
-def _controller_split(sched: Scheduler) -> FloatArray:
-    """The tier controller's draw: the current tier, an adjacent one for a share, and the
-    review share sent to a tier left behind."""
-    cat = sched.catalog
-    cfg = sched.tiers.config
-    n_f = cat.n_families
-    families = np.arange(n_f, dtype=np.int64)
-    base = np.asarray(sched.tiers.tier, dtype=np.int64)
-    top = cat.n_tiers - 1
-    split = np.zeros(cat.n_arms)
-    # the current tier, shifted down or up for the adjacent share (clipped at the ends)
-    down = cfg.adjacent_share * cfg.adjacent_down
-    up = cfg.adjacent_share - down
-    stay = 1.0 - cfg.adjacent_share
-    for shift, p in ((-1, down), (0, stay), (1, up)):
-        if p > 0:
-            np.add.at(split, cat.arm_start[:-1] + np.clip(base + shift, 0, top), p)
-    if cfg.review_share > 0:
-        target = np.asarray(sched.review_tier, dtype=np.int64)
-        share = np.where(sched.tiers.mastered[families], 1.0, cfg.review_share)
-        share = np.where(target >= 0, share, 0.0)
-        split *= 1.0 - share[cat.family_of_arm]
-        has = target >= 0
-        np.add.at(split, cat.arm_start[:-1][has] + target[has], share[has])
     return split

@@ -10,8 +10,7 @@ from typing import Any
 class Event:
     """Kinds: tier_promoted, tier_demoted, mastered, idle (payload reason: out_of_reach,
     flat or stalled), suspected_reward_hacking (and each of those three ``*_cleared``),
-    breaker_opened, breaker_half_open, breaker_closed; with the legacy tier controller
-    (``SchedulerConfig(skill=None)``) also regression, plateau, quarantined, released."""
+    breaker_opened, breaker_half_open, breaker_closed, quota_unreachable, cost_overrun."""
 
     step: int
     kind: str

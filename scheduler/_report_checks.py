@@ -294,6 +294,9 @@ def family_id(catalog: Catalog, family: Any) -> int:
     raise ReportError([f"probe: unknown family id {_show(family)}"])
 
 
+_MAX_STEP = 2**62  # a step must fit int64 arrays with room to add to it
+
+
 def parse_probes(
     catalog: Catalog,
     current_tier: IntArray,
@@ -325,8 +328,10 @@ def parse_probes(
     nn = None if n is None else _int_column("n", n, problems)
     at = default_step
     if step is not None:
-        if not _is_int(step) or int(step) < 0:
-            problems.append(f"probe.step: must be an integer step >= 0, got {_show(step)}")
+        if not _is_int(step) or not 0 <= int(step) <= _MAX_STEP:
+            problems.append(
+                f"probe.step: must be an integer step in [0, {_MAX_STEP}], got {_show(step)}"
+            )
         else:
             at = int(step)
     if problems or fam is None or sc is None:

@@ -36,21 +36,25 @@ def permuted_index(
     """Element ``position`` of the epoch's permutation of range(size), elementwise.
 
     Each swap-or-not round pairs x with k - x (mod size) and swaps the pair or not by a hash
-    of the pair's larger member, so every round, and the whole shuffle, is a bijection.
+    of the pair's larger member, so every round, and the whole shuffle, is a bijection. The
+    round keys of every element come from one hash call; a round then costs a few array
+    operations over the batch (the swap bit is the top bit of a multiply-xorshift mix).
     """
     n = size.astype(np.uint64)
     key = splitmix64(
         np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
         ^ splitmix64(arm.astype(np.uint64) * np.uint64(0x100000001B3) + epoch.astype(np.uint64))
     )
+    round_key = splitmix64(key[None, :] + np.arange(_ROUNDS, dtype=np.uint64)[:, None])
+    offset = round_key % n + n  # partner = (offset - x) % n
     x = position.astype(np.uint64)
-    one = np.uint64(1)
+    shift, top = np.uint64(29), np.uint64(63)
     for r in range(_ROUNDS):
-        round_key = splitmix64(key + np.uint64(r))
-        partner = (round_key % n + n - x) % n
-        pair = np.maximum(x, partner)
-        swap = (splitmix64(round_key ^ pair) >> np.uint64(17)) & one
-        x = np.where(swap == one, partner, x)
+        partner = (offset[r] - x) % n
+        z = (round_key[r] ^ np.maximum(x, partner)) * _MIX1
+        z ^= z >> shift
+        z *= _MIX2
+        x = np.where(z >> top, partner, x)
     return x.astype(np.int64)
 
 
@@ -67,3 +71,30 @@ def occurrence_rank(values: IntArray) -> IntArray:
     rank = np.empty_like(values)
     rank[order] = np.arange(values.shape[0]) - first
     return rank
+
+
+class VariantCursor:
+    """Where each arm stands in its pool: one cursor per arm (draws so far), and the
+    variant of each task drawn, epoch after epoch without replacement."""
+
+    def __init__(self, pool_size: IntArray, seed: int) -> None:
+        self._pool_size = pool_size
+        self.seed = int(seed)
+        self.cursor: IntArray = np.zeros(pool_size.shape[0], dtype=np.int64)
+
+    def take(self, arm: IntArray) -> IntArray:
+        """The variants of tasks drawn at ``arm`` (repeats of an arm get consecutive
+        positions), advancing the cursors: work is over the batch only."""
+        if arm.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        order = np.argsort(arm, kind="stable")
+        ordered = arm[order]
+        first = np.searchsorted(ordered, ordered, side="left")
+        rank = np.empty_like(arm)
+        rank[order] = np.arange(arm.shape[0]) - first
+        position = self.cursor[arm] + rank
+        size = self._pool_size[arm]
+        variant = permuted_index(position % size, size, arm, position // size, self.seed)
+        last = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))
+        self.cursor[ordered[last]] += last - np.append(-1, last[:-1])
+        return variant

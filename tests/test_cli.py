@@ -154,7 +154,7 @@ def test_simulate_goes_on_without_mlflow(tmp_path: Path) -> None:
     ("args", "env", "blamed"),
     [
         (["--steps", "-5"], {}, "--steps -5: steps:"),
-        ([], {"CURRICULUM_TIERS__PROMOTE_AT": "2"}, "CURRICULUM_TIERS__PROMOTE_AT='2': tiers:"),
+        ([], {"CURRICULUM_TIERS__MASTERED_AT": "2"}, "CURRICULUM_TIERS__MASTERED_AT='2': tiers:"),
         ([], {"CURRICULUM_STEPS": "abc"}, "CURRICULUM_STEPS='abc': steps:"),
     ],
 )
@@ -197,10 +197,10 @@ def test_help_lists_the_policies_and_explains_every_flag() -> None:
 
 def test_show_settings_prints_the_effective_values() -> None:
     result = run("simulate", "--show-settings", "--steps", "7",
-                 env={"CURRICULUM_TIERS__PROMOTE_AT": "0.8"})  # fmt: skip
+                 env={"CURRICULUM_TIERS__MASTERED_AT": "0.8"})  # fmt: skip
     assert result.returncode == 0, result.stderr
     shown = yaml.safe_load(result.stdout)
-    assert shown["steps"] == 7 and shown["tiers"]["promote_at"] == 0.8
+    assert shown["steps"] == 7 and shown["tiers"]["mastered_at"] == 0.8
 
 
 def test_report_on_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_simulate_shows_the_fixed_mix_says_what_each_column_is_and_where_time_we
 
 def test_an_error_is_one_line_when_piped_at_80_columns(tmp_path: Path) -> None:
     """A message that names its source is never split across lines (file:line, a URL)."""
-    env = {**os.environ, "COLUMNS": "80", "CURRICULUM_TIERS__PROMOTE_AT": "2"}
+    env = {**os.environ, "COLUMNS": "80", "CURRICULUM_TIERS__MASTERED_AT": "2"}
     args = ["simulate", "--no-progress", "--db", f"sqlite:///{tmp_path}/c.db"]
     result = subprocess.run(
         [sys.executable, "-m", "scheduler.app.cli", *args],
@@ -268,4 +268,4 @@ def test_an_error_is_one_line_when_piped_at_80_columns(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
-    assert len(line) > 80 and line.startswith("error: CURRICULUM_TIERS__PROMOTE_AT='2': tiers:")
+    assert len(line) > 80 and line.startswith("error: CURRICULUM_TIERS__MASTERED_AT='2': tiers:")

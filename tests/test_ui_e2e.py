@@ -163,7 +163,7 @@ def test_metric_keys_follow_the_naming_scheme(served_run: ServedRun) -> None:
     per_step = {"run/score_mean", "run/score_p10", "run/weight_entropy", "run/pass_rate"}
     per_step |= {"run/fault_rate", "sim/true_score", "sim/waste"}
     assert per_step <= keys
-    assert {"run/mastered", "run/innate"} <= keys  # at the detail cadence
+    assert {"run/mastered", "run/held_back"} <= keys  # at the detail cadence
     for kind in ("weight", "share", "quota_use"):
         missing = {f"{kind}/{d}" for d in domains} - keys
         assert not missing, f"{kind}/<domain> missing for {sorted(missing)[:5]}"

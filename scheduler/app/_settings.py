@@ -1,7 +1,7 @@
 """Settings: defaults < configs/scheduler.yaml < CURRICULUM_* environment < CLI flags.
 
 The scheduler's knobs are not written out here: every field of ``SchedulerConfig`` (and of
-the nested ``TierConfig``, ``BreakerConfig``, ``DetectorConfig``) becomes a setting with the
+the nested ``SkillConfig``, ``TierConfig``, ``BreakerConfig``) becomes a setting with the
 dataclass's own default, and the recording cadences come from ``RecordingConfig`` the same
 way. So ``Scheduler(catalog)`` and ``curriculum simulate`` run on the same defaults, and a
 field added, removed or re-defaulted in a dataclass is followed here without an edit.
@@ -36,7 +36,7 @@ _BOUNDS: dict[str, dict[str, Any]] = {
     "ema_slow": {"gt": 0, "le": 1},
     "exploration_floor": {"ge": 0, "le": 1},
     "temperature": {"gt": 0},
-    "weights_every": {"ge": 1},
+    "refresh_per_family": {"ge": 0},
     "probe_window": {"ge": 2},
     "max_retries": {"ge": 0},
     "retry_share": {"ge": 0, "le": 1},

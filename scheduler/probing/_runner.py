@@ -187,6 +187,7 @@ class ProbeRunner:
             if snapshot.allowed is not None:
                 ready &= np.asarray(snapshot.allowed, dtype=bool)
             eligible = ready & ~self._in_flight
+            self._still_hung(ready, now)
             score = priority_scores(snapshot, self.priority)
             retry = (self._fail_streak > 0) & (self._fail_streak < self.max_attempts)
             key = score + retry * (float(np.ptp(score)) + 1.0)  # pending retries go first
@@ -210,6 +211,17 @@ class ProbeRunner:
         for call_id in ids:
             self._submit(call_id)
         return chosen
+
+    def _still_hung(self, ready: BoolArray, now: float) -> None:
+        """A family whose abandoned call has still not returned fails again each round it
+        would be probed (lock held): it is not probed twice at once, so without this a
+        hung verifier would count one failure however long it hangs, and its breaker
+        would never open."""
+        for call in self._calls.values():
+            if call.abandoned and not call.side and ready[call.family]:
+                self._counters["timed_out"] += 1
+                hung = now - (call.started if call.started is not None else call.submitted)
+                self._post(call, None, f"timeout: still no result after {hung:.3g}s", now)
 
     def _side_calls(self, snapshot: ProbeSnapshot, ready: BoolArray) -> list[tuple[int, int]]:
         """The snapshot's side targets to start now, in its order: families not backing off

@@ -8,8 +8,6 @@ from domains import Catalog
 from policies import (
     LearningProgress,
     PolicyConfigError,
-    TierConfig,
-    TierController,
     available_policies,
     binomial_interval,
     make_policy,
@@ -102,35 +100,6 @@ def test_binomial_interval_is_jeffreys() -> None:
     assert low[0] == 0.0 and high[2] == 1.0
 
 
-def test_tier_controller_hysteresis_and_cooldown() -> None:
-    cat = Catalog.synthetic(1, 1, 3)
-    ctl = TierController(cat, TierConfig(min_samples=20, cooldown_steps=3, adjacent_share=0.0))
-    fam = np.zeros(10, dtype=np.int64)
-    # A pass rate of 0.5 sits between the thresholds: no move, however long.
-    for step in range(50):
-        ctl.observe(step, fam, np.zeros(10, dtype=np.int64), np.r_[np.ones(5), np.zeros(5)])
-    assert ctl.tier[0] == 0
-    step = 50
-    while ctl.tier[0] == 0:
-        ctl.observe(step, fam, np.zeros(10, dtype=np.int64), np.ones(10))
-        step += 1
-    promoted_at = step - 1
-    # Counts restart at the new tier, and the cool-down holds it there for a few steps.
-    assert ctl.trials[0] == 0
-    for s in range(promoted_at + 1, promoted_at + 3):
-        changes = ctl.observe(s, fam, np.ones(10, dtype=np.int64), np.zeros(10))
-        assert changes.family.size == 0
-
-
-def test_tier_draws_mix_adjacent_tiers() -> None:
-    cat = Catalog.synthetic(1, 1, 3)
-    ctl = TierController(cat, TierConfig(adjacent_share=0.2, start_tier=1))
-    tiers = ctl.draw(np.zeros(20_000, dtype=np.int64), np.random.default_rng(0))
-    share = np.bincount(tiers, minlength=3) / tiers.size
-    assert share[1] == pytest.approx(0.8, abs=0.02)
-    assert share[0] == pytest.approx(0.1, abs=0.01) and share[2] == pytest.approx(0.1, abs=0.01)
-
-
 def test_progress_noise_matches_simulated_emas() -> None:
     """The closed-form SD of fast - slow on a stationary Bernoulli arm equals simulation."""
     rng = np.random.default_rng(0)
@@ -160,56 +129,6 @@ def test_noise_debiased_progress_silences_coin_flips() -> None:
         sched.record_outcomes([Outcome(arm=0, variant=0, reward=coin[t], success=coin[t])])
     debiased = LearningProgress(min_samples=0, noise_z=2.0).weights(sched.view(), {})
     assert debiased[0] < raw[0]
-
-
-def test_probes_at_the_current_tier_count_as_tier_evidence() -> None:
-    cat = Catalog.synthetic(1, 2, 3)
-    ctl = TierController(cat, TierConfig(min_samples=24, cooldown_steps=0))
-    fam, tier = np.array([0, 1]), np.array([0, 1])  # family 1's probe is not at its tier
-    changes = ctl.observe_probes(1, fam, tier, np.array([1.0, 1.0]), np.array([32, 32]))
-    assert changes.family.tolist() == [0] and ctl.tier.tolist() == [1, 0]
-    assert ctl.trials[1] == 0  # a probe of another tier says nothing about the current one
-    # Too few items: counted, but no verdict yet.
-    ctl.observe_probes(2, np.array([1]), np.array([0]), np.array([1.0]), np.array([8]))
-    assert ctl.tier[1] == 0 and ctl.trials[1] == 8
-    off = TierController(cat, TierConfig(probe_evidence=False))
-    assert off.observe_probes(1, fam, tier, np.ones(2), np.array([32, 32])).family.size == 0
-    assert off.trials.sum() == 0
-
-
-def test_mastered_needs_the_top_tier_and_a_confident_pass_rate() -> None:
-    cat = Catalog.synthetic(1, 3, 2)
-    ctl = TierController(cat, TierConfig(min_samples=20, cooldown_steps=0, mastered_at=0.85))
-    ctl.set_tier(np.array([1, 2]), np.array([1, 1]), step=0)
-    fam = np.repeat(np.arange(3), 40)
-    tier = ctl.tier[fam]
-    success = np.r_[np.ones(40), np.ones(40), np.r_[np.ones(30), np.zeros(10)]]
-    ctl.observe(1, fam, tier, success)
-    # Family 0 was promoted off tier 0 (not yet seen at the top); family 2 passes 75 %.
-    assert ctl.mastered.tolist() == [False, True, False]
-
-
-def test_a_family_mastered_before_it_was_trained_is_innate() -> None:
-    cat = Catalog.synthetic(1, 2, 2)
-    ctl = TierController(cat, TierConfig(min_samples=20, cooldown_steps=0))
-    ctl.set_tier(np.array([0, 1]), np.array([1, 1]), step=0)
-    # Family 1 is taught: 40 training episodes at the top tier, all passed.
-    ctl.observe(1, np.ones(40, dtype=np.int64), np.ones(40, dtype=np.int64), np.ones(40))
-    both, top = np.array([0, 1]), np.array([1, 1])
-    ctl.observe_probes(2, both, top, np.array([1.0, 1.0]), np.array([32, 32]))
-    assert ctl.mastered.tolist() == [True, True]
-    assert ctl.innate.tolist() == [True, False]  # only family 0 came mastered
-    assert ctl.taught.tolist() == [0, 40]
-    # Training now does not undo it while the probes stay at mastery ...
-    ctl.observe(3, np.zeros(30, dtype=np.int64), np.ones(30, dtype=np.int64), np.ones(30))
-    ctl.observe_probes(4, both, top, np.array([1.0, 1.0]), np.array([32, 32]))
-    assert ctl.innate.tolist() == [True, False]
-    # ... a probe that falls from mastery ends it, and mastery regained after that
-    # training counts as taught.
-    ctl.observe_probes(5, both, top, np.array([0.0, 1.0]), np.array([400, 32]))
-    assert ctl.innate.tolist() == [False, False] and not ctl.mastered[0]
-    ctl.observe_probes(6, both, top, np.array([1.0, 1.0]), np.array([4000, 32]))
-    assert ctl.mastered[0] and not ctl.innate[0]
 
 
 def test_learning_progress_fades_near_the_ceiling() -> None:
@@ -242,24 +161,3 @@ def test_probe_optimism_skips_arms_a_probe_shows_mastered() -> None:
     np.testing.assert_allclose(w, [0.0, 2.0, 2.0])  # unprobed family 2 keeps full optimism
     blind = LearningProgress(min_samples=5, optimism=2.0, probe_optimism=False)
     np.testing.assert_allclose(blind.weights(sched.view(), {}), 2.0)
-
-
-def test_adjacent_draws_can_look_only_upward() -> None:
-    cat = Catalog.synthetic(1, 1, 3)
-    ctl = TierController(cat, TierConfig(adjacent_share=0.2, adjacent_down=0.0, start_tier=1))
-    tiers = ctl.draw(np.zeros(20_000, dtype=np.int64), np.random.default_rng(0))
-    share = np.bincount(tiers, minlength=3) / tiers.size
-    assert share[0] == 0.0 and share[2] == pytest.approx(0.2, abs=0.01)
-
-
-def test_review_draws_go_to_the_forgotten_tier() -> None:
-    cat = Catalog.synthetic(1, 2, 4)
-    ctl = TierController(cat, TierConfig(review_share=0.3))
-    ctl.set_tier(np.array([0, 1]), np.array([3, 2]), step=0)
-    rng = np.random.default_rng(0)
-    review = np.array([1, -1])  # family 0 forgot tier 1; family 1 forgot nothing
-    tiers = ctl.draw(np.zeros(30_000, dtype=np.int64), rng, review=review)
-    np.testing.assert_allclose(
-        np.bincount(tiers, minlength=4) / 30_000, [0, 0.3, 0, 0.7], atol=0.01
-    )
-    assert (ctl.draw(np.ones(1000, dtype=np.int64), rng, review=review) == 2).all()

@@ -9,16 +9,14 @@ import numpy as np
 import pytest
 
 from domains import Catalog, load_catalog
-from policies import TierConfig
-from scheduler import ConfigError, Scheduler, SchedulerConfig
+from scheduler import ConfigError, Scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _trained(catalog: Catalog, *, adjacent: float = 0.2, steps: int = 60, n: int = 64) -> Scheduler:
+def _trained(catalog: Catalog, *, steps: int = 60, n: int = 64) -> Scheduler:
     """A scheduler some way into a run: tiers moved, weights uneven, retries queued."""
-    config = SchedulerConfig(tiers=TierConfig(adjacent_share=adjacent, promote_at=0.6))
-    sched = Scheduler(catalog, seed=3, config=config)
+    sched = Scheduler(catalog, seed=3)
     rng = np.random.default_rng(0)
     easy = rng.random(catalog.n_families)  # each family's skill
     for _ in range(steps):
@@ -76,9 +74,9 @@ def test_demand_matches_the_draws_that_follow_per_family_tier_and_environment() 
     assert top == sorted(by_env, key=lambda e: -by_env[e])[:3]
 
 
-def test_demand_follows_separate_tiers_and_the_adjacent_share() -> None:
+def test_demand_follows_separate_tiers() -> None:
     catalog = Catalog.synthetic(n_domains=2, families_per_domain=3, n_tiers=4, tier_mode="separate")
-    sched = _trained(catalog, adjacent=0.0, steps=30, n=32)
+    sched = _trained(catalog, steps=30, n=32)
     demand = sched.demand(200, 32)
     counts = _empirical(sched, 200, 32)
     sd = np.sqrt(np.maximum(demand.arm, 1.0))

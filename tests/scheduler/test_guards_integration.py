@@ -1,13 +1,12 @@
-"""Breakers, retries and detectors wired into the Scheduler, driven by the simulated learner."""
+"""Breakers and retries wired into the Scheduler (the skill model's flags, driven by the
+simulated learner, are tested in tests/scheduler/test_skill_integration.py)."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from domains import Catalog
 from scheduler import BreakerConfig, Scheduler, SchedulerConfig, Status
-from scheduler.backends import FamilyKind, SimulatedLearner, SimulatedLearnerConfig
 
 
 def test_environment_faults_are_retried_with_the_same_variant() -> None:
@@ -56,46 +55,3 @@ def test_a_broken_environment_trips_only_its_breaker() -> None:
     assert broken not in later.family
     # Environment faults never counted as model failures.
     assert sched.stats.count[cat.arm_id(broken, 0)] == 0
-
-
-def _run_with_learner(config: SimulatedLearnerConfig, steps: int, seed: int = 0):
-    cat = Catalog.synthetic(4, 10, 3)
-    learner = SimulatedLearner(cat, seed=seed, config=config)
-    # the legacy detectors' quarantine and hacking checks (the skill model's flags are
-    # tested in tests/scheduler/test_skill_integration.py)
-    sched = Scheduler(cat, "learning_progress", seed=seed, config=SchedulerConfig(skill=None))
-    families = np.arange(cat.n_families)
-    for step in range(steps):
-        batch = sched.next_batch(128)
-        out = learner.run(batch)
-        sched.report(batch, out)
-        if step % 10 == 0:
-            tiers = sched.tiers.tier.copy()
-            scores, n = learner.probe_many(families, tiers)
-            sched.record_probes(families, scores, tiers=tiers, n=n)
-    return cat, learner, sched
-
-
-@pytest.mark.slow
-def test_noise_and_impossible_families_are_quarantined_learners_are_not() -> None:
-    config = SimulatedLearnerConfig(share_noise=0.1, share_impossible=0.1, share_mastered=0.0)
-    _, learner, sched = _run_with_learner(config, 400)
-    kind = learner.family_kind
-    quarantined = sched.detectors.quarantined
-    unlearnable = np.isin(kind, [FamilyKind.NOISE, FamilyKind.IMPOSSIBLE])
-    assert quarantined[unlearnable].mean() >= 0.75  # noise (probe at 0.5) and impossible
-    # A family still learning is never quarantined.
-    learning = (kind == FamilyKind.LEARNABLE) & (learner.true_score() < 0.9)
-    assert not quarantined[learning].any()
-    assert any(e.kind == "quarantined" for e in sched.drain_events())
-
-
-@pytest.mark.slow
-def test_reward_hacking_is_flagged_on_a_gameable_family() -> None:
-    config = SimulatedLearnerConfig(share_hackable=0.2, share_mastered=0.0, hack_rate=0.02)
-    _, learner, sched = _run_with_learner(config, 600, seed=2)
-    hackable = learner.family_kind == FamilyKind.HACKABLE
-    flagged = sched.detectors.hacking
-    assert flagged[hackable].any()
-    assert not flagged[~hackable].any()
-    assert (sched.family_factor[flagged] < 1.0).all()

@@ -76,45 +76,6 @@ def test_wall_clock_probes_are_applied_between_steps() -> None:
     assert set(threading.enumerate()) <= before | {threading.current_thread()}
 
 
-def test_a_probe_runner_runs_the_look_ahead_so_a_coin_flip_is_caught_early() -> None:
-    """The asynchronous runner probes the scheduler's side targets too: the tier above a
-    family at a half is pooled per arm, and a coin flip is judged long before the slow
-    rule's ``coin_min_probes`` rounds; a family whose next tier is hard is left alone."""
-    cat = Catalog.synthetic(1, 2, 3)
-    sched = Scheduler(cat, "uniform", seed=0, config=SchedulerConfig(skill=None))
-    rng = np.random.default_rng(7)
-    level = {0: [0.5, 0.5, 0.5], 1: [0.5, 0.05, 0.0]}
-    lock = threading.Lock()
-
-    def probe(family: str, tier: int) -> tuple[float, int]:
-        with lock:
-            return float(rng.binomial(64, level[cat.family_id(family)][tier]) / 64), 64
-
-    runner = ProbeRunner(probe, cat.family_names, budget=2, every_steps=5, timeout_s=5)
-    caught = None
-    try:
-        for r in range(1, 13):
-            for _ in range(5):
-                batch = sched.next_batch(64)
-                ok = (rng.random(64) < 0.5).astype(float)
-                sched.report(batch, rewards=ok, success=ok)
-            runner.maybe_run(sched.probe_snapshot())
-            deadline = time.monotonic() + 5
-            while runner.in_flight.any() or runner.counters["submitted"] > (
-                runner.counters["succeeded"] + runner.counters["failed"]
-            ):
-                assert time.monotonic() < deadline
-                time.sleep(0.005)
-            sched.apply_probe_results(runner.drain())
-            if caught is None and sched.detectors.quarantined[0]:
-                caught = r
-    finally:
-        runner.stop()
-    assert sched.stats.lookahead_n[1] > 0 and sched.tier_flat.tolist() == [True, False]
-    assert caught is not None and caught < sched.config.detectors.unlearnable.coin_min_probes
-    assert not sched.detectors.quarantined[1]
-
-
 def test_successful_probes_never_count_against_the_breakers() -> None:
     """Main and side probes that succeed keep every breaker closed, however many rounds;
     a failed one counts, whichever kind it was."""

@@ -97,7 +97,7 @@ def test_mastered_arms_keep_a_little_and_a_forgotten_one_reopens() -> None:
     cat = _separate()
     sched = Scheduler(cat, "uniform", config=SchedulerConfig(exploration_floor=0.0))
     _probe(sched, 0, [1.0, 1.0, 0.3, 0.3])
-    assert sched.arm_mastered.tolist() == [True, True, False, False] + [False] * N_TIERS
+    assert sched.evidence.arm_mastered().tolist() == [True, True, False, False] + [False] * N_TIERS
     kept = sched.config.tiers.practice_share / N_TIERS
     share = _tier_share(sched, 0)
     np.testing.assert_allclose(share, [kept, kept, 0.5 - kept, 0.5 - kept], atol=0.01)
@@ -122,12 +122,12 @@ def test_the_family_curve_is_the_mean_of_its_tiers_and_probes_rotate() -> None:
     assert sorted(zip(families.tolist(), tiers.tolist(), strict=True)) == [
         (f, t) for f in (0, 1) for t in range(N_TIERS)
     ]
-    assert sched.side_targets()[0].size == 0  # nothing left behind, nothing coin-like
-    sched.record_probes([0, 0, 0], [0.2, 0.4, 0.9], tiers=[1, 2, 3], n=[10, 10, 10], side=True)
-    assert sched.curves.count[:2].tolist() == [0, 0]  # side probes stay off the curve
+    sched.record_probes([0, 0, 0], [0.2, 0.4, 0.9], tiers=[1, 2, 3], n=[10, 10, 10])
+    assert sched.curves.count[:2].tolist() == [1, 0]  # one point for the family
+    assert sched.curves.latest[0] == pytest.approx(0.5)  # the mean of the tiers probed
     assert sched.probe_tier.tolist() == [0, 0]  # tier 0 is the one never probed
     sched.record_probes([0], [0.5], tiers=[0], n=[10], step=1)
-    assert sched.curves.count[:2].tolist() == [1, 0]
+    assert sched.curves.count[:2].tolist() == [2, 0]
     assert sched.curves.latest[0] == pytest.approx(np.mean([0.5, 0.2, 0.4, 0.9]))
     assert sched.probe_tier.tolist()[0] == 1  # now the stalest (lowest first among ties)
     # The ProbeRunner's snapshot asks for the same tier, one per family and round.
@@ -154,13 +154,6 @@ def test_a_probe_round_probes_every_tier_of_a_separate_family_once() -> None:
     np.testing.assert_allclose(sched.curves.latest[:2], [0.4, 0.1])
 
 
-def test_the_coin_check_leaves_separate_skills_alone() -> None:
-    cat = _separate()
-    sched = Scheduler(cat, "uniform")
-    _probe(sched, 0, [0.5] * N_TIERS)  # every skill at a half: not a difficulty signature
-    assert sched.lookahead_targets()[0].size == 0 and not sched.tier_flat.any()
-
-
 def test_ladders_are_unchanged_beside_separate_families() -> None:
     """A catalog of ladders draws exactly what it drew before tier modes existed: the tier
     distribution is not consulted and no extra random number is taken."""
@@ -171,23 +164,3 @@ def test_ladders_are_unchanged_beside_separate_families() -> None:
         x, y = a.next_batch(50), b.next_batch(50)
         np.testing.assert_array_equal(x.arm, y.arm)
         np.testing.assert_array_equal(x.variant, y.variant)
-
-
-def test_a_family_with_one_credible_skill_is_not_unlearnable() -> None:
-    """A separate-skill family whose mean over tiers reads near chance (its other tiers at
-    or under chance while the first is learned) has learned something; one whose every
-    tier reads that mean has not."""
-    cat = _separate(n_families=2, chance_success=0.5)
-    sched = Scheduler(cat, "uniform", config=SchedulerConfig(skill=None))
-    skill = [0.7, 0.45, 0.45, 0.45]
-    flat = [float(np.mean(skill))] * N_TIERS
-    for step in range(40):
-        sched.record_probes(
-            [0] * N_TIERS + [1] * N_TIERS,
-            skill + flat,
-            tiers=list(range(N_TIERS)) * 2,
-            n=[64] * 2 * N_TIERS,
-            step=10 * step,
-        )
-    assert sched.skilled.tolist() == [True, False]
-    assert sched.detectors.quarantined.tolist() == [False, True]

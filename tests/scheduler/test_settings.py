@@ -64,11 +64,11 @@ def test_a_changed_or_removed_dataclass_field_is_followed() -> None:
     @dataclasses.dataclass(frozen=True)
     class Changed:
         ema_fast: float = 0.3
-        tiers: TierConfig = dataclasses.field(default_factory=lambda: TierConfig(promote_at=0.81))
+        tiers: TierConfig = dataclasses.field(default_factory=lambda: TierConfig(mastered_at=0.81))
 
     model: Any = create_model("M", __base__=BaseSettings, **_fields_of(Changed))
     loaded = model()
-    assert loaded.ema_fast == 0.3 and loaded.tiers.promote_at == 0.81
+    assert loaded.ema_fast == 0.3 and loaded.tiers.mastered_at == 0.81
     assert set(model.model_fields) == {"ema_fast", "tiers"}  # nothing hand-copied remains
 
 
@@ -90,9 +90,9 @@ def test_the_shipped_yaml_holds_only_known_settings_that_differ_from_a_default()
 
 
 def test_from_settings_builds_the_scheduler_the_settings_describe() -> None:
-    settings = Settings.load(SHIPPED, policy="uniform", seed=3, tiers={"promote_at": 0.8})
+    settings = Settings.load(SHIPPED, policy="uniform", seed=3, tiers={"mastered_at": 0.8})
     sched = Scheduler.from_settings(settings)
-    assert sched.seed == 3 and sched.config.tiers.promote_at == 0.8
+    assert sched.seed == 3 and sched.config.tiers.mastered_at == 0.8
     assert sched.catalog.n_families == 304  # settings.domains: configs/domains
     plain = Scheduler(sched.catalog, "uniform", seed=3, config=settings.scheduler_config())
     assert (plain.next_batch(64).arm == sched.next_batch(64).arm).all()
@@ -114,7 +114,7 @@ def test_a_bad_flag_is_blamed_on_the_flag() -> None:
     ("var", "value", "field"),
     [
         ("CURRICULUM_STEPS", "abc", "steps"),
-        ("CURRICULUM_TIERS__PROMOTE_AT", "2", "tiers"),
+        ("CURRICULUM_TIERS__MASTERED_AT", "2", "tiers"),
         ("CURRICULUM_BREAKERS__FAULT_WINDOW", "0", "breakers.fault_window"),
         ("curriculum_ema_fast", "5", "ema_fast"),
     ],
@@ -130,7 +130,9 @@ def test_a_bad_environment_variable_is_blamed_on_the_variable(
 
 def test_a_bad_file_value_is_blamed_on_its_line(tmp_path: Path) -> None:
     config = tmp_path / "s.yaml"
-    config.write_text("steps: 10\ntiers:\n  cooldown_steps: 2\n  promote_at: 3\nbatch_size: -3\n")
+    config.write_text(
+        "steps: 10\ntiers:\n  practice_share: 0.1\n  mastered_at: 3\nbatch_size: -3\n"
+    )
     text = _message(config_file=config)
     assert f"{config}:5:1: batch_size: " in text, text
     assert f"{config}:4:3: tiers: " in text, text
@@ -138,9 +140,9 @@ def test_a_bad_file_value_is_blamed_on_its_line(tmp_path: Path) -> None:
 
 def test_an_unknown_nested_key_names_its_line(tmp_path: Path) -> None:
     config = tmp_path / "s.yaml"
-    config.write_text("detectors:\n  regression:\n    kk: 1\n")
+    config.write_text("steps: 3\nskill:\n  target: 0.5\n  kk: 1\n")
     text = _message(config_file=config)
-    assert f"{config}:3:5: detectors.regression.kk: " in text, text
+    assert f"{config}:4:3: skill.kk: " in text, text
 
 
 def test_a_flag_wins_over_the_file_and_is_what_an_error_names(tmp_path: Path) -> None:

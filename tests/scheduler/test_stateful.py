@@ -39,18 +39,18 @@ def _key(batch: Batch) -> tuple[int, int, bytes]:
     return batch.step, batch.token, np.stack([batch.arm, batch.variant, batch.attempt]).tobytes()
 
 
-def _config(skill: bool) -> SchedulerConfig:
-    if skill:  # the default: a skill model places ladder families on their tiers
-        return SchedulerConfig(report_window=WINDOW)
-    return SchedulerConfig(report_window=WINDOW, skill=None)  # the tier controller alone
+def _config(lazy: bool) -> SchedulerConfig:
+    if lazy:  # weights recomputed after four episodes per family: the refresh rule's count
+        return SchedulerConfig(report_window=WINDOW, refresh_per_family=4.0)
+    return SchedulerConfig(report_window=WINDOW)
 
 
 class SchedulerMachine(RuleBasedStateMachine):
-    skill = False
+    lazy = False
 
     def __init__(self) -> None:
         super().__init__()
-        self.sched = Scheduler(CATALOG, "exp3s", seed=3, config=_config(self.skill))
+        self.sched = Scheduler(CATALOG, "exp3s", seed=3, config=_config(self.lazy))
         self.batches: list[Batch] = []
         # the model: (step, token) of every batch that awaits a report
         self.awaiting: set[tuple[int, int, bytes]] = set()
@@ -139,11 +139,10 @@ class SchedulerMachine(RuleBasedStateMachine):
         ),
         score=st.floats(0, 1),
         n=st.integers(1, 64),
-        side=st.booleans(),
     )
-    def probe(self, families: list[int], score: float, n: int, side: bool) -> None:
+    def probe(self, families: list[int], score: float, n: int) -> None:
         k = len(families)
-        self.sched.record_probes(families, [score] * k, n=[n] * k, side=side)
+        self.sched.record_probes(families, [score] * k, n=[n] * k)
 
     @rule(
         family=st.integers(0, CATALOG.n_families - 1), tier=st.integers(0, 2), score=st.floats(0, 1)
@@ -160,7 +159,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def load(self, data: st.DataObject, fresh: bool) -> None:
         blob, awaiting = data.draw(st.sampled_from(self.saved), label="checkpoint")
         if fresh:  # a resume in a new scheduler: the checkpoint's batches still report
-            self.sched = Scheduler(CATALOG, "exp3s", seed=99, config=_config(self.skill))
+            self.sched = Scheduler(CATALOG, "exp3s", seed=99, config=_config(self.lazy))
         self.sched.load_state_dict(loads_state(blob))
         assert self._snap() == blob, "a resume is not exact"
         self.awaiting = set(awaiting)
@@ -242,7 +241,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def bad_load(self, kind: str) -> None:
         state = loads_state(self._snap())
         if kind == "missing":
-            del state["detectors"]
+            del state["skill"]
         elif kind == "nan_weights":
             state["cached_weights"] = {
                 "step": 0,
@@ -275,7 +274,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert np.isfinite(level).all() and (level >= 0).all()
             assert level.sum() == pytest.approx(1.0, abs=1e-9)
         assert (w.domain <= MAX_SHARE + 1e-6).all()
-        held = ~self.sched.quota_short
+        held = ~self.sched.pipeline.quota_short
         assert (w.domain[held] >= MIN_SHARE - 1e-6).all()
 
     @invariant()
@@ -289,10 +288,10 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert len(self.sched._pending) <= WINDOW + 1
 
 
-class SkillSchedulerMachine(SchedulerMachine):
-    """The same with the default configuration, whose skill model is in the state too."""
+class LazySchedulerMachine(SchedulerMachine):
+    """The same with weights recomputed less often than every step (their age is state)."""
 
-    skill = True
+    lazy = True
 
 
 _SETTINGS = settings(
@@ -302,6 +301,6 @@ _SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 SchedulerMachine.TestCase.settings = _SETTINGS
-SkillSchedulerMachine.TestCase.settings = _SETTINGS
+LazySchedulerMachine.TestCase.settings = _SETTINGS
 test_scheduler_state_machine = SchedulerMachine.TestCase
-test_scheduler_state_machine_with_the_skill_model = SkillSchedulerMachine.TestCase
+test_scheduler_state_machine_with_lazy_weights = LazySchedulerMachine.TestCase

@@ -1,0 +1,145 @@
+"""Flags: what the skill model says a family is (mastered, idle, suspected of hacking).
+
+Each flag is one ``Detector``, a small object that reads the skill model and returns a
+boolean per family, as a policy returns weights. ``FlagBoard`` holds the flags the weights
+were last computed from, and turns every change into an event. Flags are read when the
+weights are recomputed (``WeightPipeline``), so their cost is paid once per refresh, not
+per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from domains import Catalog
+from policies import SkillModel
+
+from ._events import Event
+
+BoolArray = npt.NDArray[np.bool_]
+Int8Array = npt.NDArray[np.int8]
+
+_IDLE_REASONS = ("", "out_of_reach", "flat", "stalled")
+
+
+class Detector(Protocol):
+    """One flag over the families, read from the skill model."""
+
+    name: str  # the event kind when the flag turns on (``<name>_cleared`` when off)
+
+    def flags(self, skill: SkillModel) -> BoolArray: ...
+
+    def reason(self, skill: SkillModel, families: npt.NDArray[np.int64]) -> list[str] | None:
+        """Why each of these families is flagged (an event payload), or None."""
+        ...
+
+
+class Mastered:
+    """The top tier passes at ``mastered_at`` with confidence."""
+
+    name = "mastered"
+
+    def flags(self, skill: SkillModel) -> BoolArray:
+        return skill.mastered()
+
+    def reason(self, skill: SkillModel, families: npt.NDArray[np.int64]) -> list[str] | None:
+        return None
+
+
+class Idle:
+    """Nothing to teach now: out of reach, a flat (coin-flip) slope, or stalled."""
+
+    name = "idle"
+
+    def _codes(self, skill: SkillModel) -> Int8Array:
+        codes: Int8Array = np.select(
+            [skill.out_of_reach(), skill.flat(), skill.stalled()], [1, 2, 3], default=0
+        ).astype(np.int8)
+        return codes
+
+    def flags(self, skill: SkillModel) -> BoolArray:
+        result: BoolArray = self._codes(skill) > 0
+        return result
+
+    def reason(self, skill: SkillModel, families: npt.NDArray[np.int64]) -> list[str] | None:
+        codes = self._codes(skill)[families]
+        return [_IDLE_REASONS[int(c)] for c in codes.tolist()]
+
+
+class Hacked:
+    """Held-out probes fall short of the training evidence beyond the other families."""
+
+    name = "suspected_reward_hacking"
+
+    def flags(self, skill: SkillModel) -> BoolArray:
+        return skill.hacked()
+
+    def reason(self, skill: SkillModel, families: npt.NDArray[np.int64]) -> list[str] | None:
+        return None
+
+
+DETECTORS: tuple[Detector, ...] = (Mastered(), Idle(), Hacked())
+
+
+class FlagBoard:
+    """The flags of every ladder family, as of the latest refresh, with change events."""
+
+    def __init__(self, catalog: Catalog, detectors: tuple[Detector, ...] = DETECTORS) -> None:
+        self._catalog = catalog
+        self.detectors = detectors
+        # bool [n_detectors, n_families]: the flags as last read (separate-skill families
+        # are never flagged here: their tiers are judged arm by arm, ProbeEvidence)
+        self.flags: BoolArray = np.zeros((len(detectors), catalog.n_families), dtype=bool)
+
+    def row(self, name: str) -> BoolArray:
+        """bool [n_families]: the flag ``name`` as last read."""
+        names = [d.name for d in self.detectors]
+        result: BoolArray = self.flags[names.index(name)]
+        return result
+
+    def refresh(self, skill: SkillModel, step: int) -> list[Event]:
+        """Read every flag; an event for each family whose flag turned on or off."""
+        ladder = ~self._catalog.tier_separate
+        new = np.stack([d.flags(skill) for d in self.detectors]) & ladder
+        changed = new != self.flags
+        events: list[Event] = []
+        if changed.any():
+            events = self._events(skill, step, new, changed)
+        self.flags = new
+        return events
+
+    def _events(
+        self, skill: SkillModel, step: int, new: BoolArray, changed: BoolArray
+    ) -> list[Event]:
+        cat = self._catalog
+        events: list[Event] = []
+        for row, detector in enumerate(self.detectors):
+            families = np.flatnonzero(changed[row])
+            if not families.size:
+                continue
+            on = new[row, families]
+            reasons = detector.reason(skill, families[on]) or []
+            why = dict(zip(families[on].tolist(), reasons, strict=False))
+            for f, is_on in zip(families.tolist(), on.tolist(), strict=True):
+                payload: dict[str, Any] = {"on": bool(is_on)}
+                if is_on and f in why:
+                    payload["reason"] = why[f]
+                events.append(
+                    Event(
+                        step=step,
+                        kind=detector.name if is_on else f"{detector.name}_cleared",
+                        family=cat.family_names[f],
+                        domain=cat.domain_names[int(cat.domain_of_family[f])],
+                        payload=payload,
+                    )
+                )
+        return events
+
+    def state_dict(self) -> npt.NDArray[np.bool_]:
+        return self.flags.copy()
+
+    def load_state_dict(self, flags: Any) -> None:
+        self.flags = np.asarray(flags, dtype=bool).copy()
