@@ -113,6 +113,11 @@ def project_quotas(
             f"quotas are infeasible: sum of min shares {lo.sum():.4f}, "
             f"sum of reachable max shares {hi.sum():.4f}"
         )
+    # The weights may already satisfy every quota: then they are their own projection.
+    share = np.bincount(domain_of_family, weights=w, minlength=n_domains)
+    if (w <= family_cap).all() and (share >= lo).all() and (share <= hi).all():
+        inside: FloatArray = w / w.sum()
+        return inside
 
     domain_share = _domain_shares(w, domain_of_family, lo, hi, family_cap)
     p = waterfill(w, np.zeros_like(w), family_cap, domain_share, domain_of_family)

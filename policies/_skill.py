@@ -93,6 +93,7 @@ class SkillConfig:
 
 
 _NEWTON_STEPS = 5
+_CONVERGED = 1e-6  # tiers: a Newton step smaller than this for every family ends the update
 _MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
 _RESID_CLIP = 8.0  # one probe's standardised residual counts at most this much
 _RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
@@ -132,12 +133,19 @@ class SkillModel:
         # flatness test that the one-slope belief cannot make itself.
         self.slope_test = np.zeros((5, n))
         self._top = (catalog.n_tiers - 1).astype(np.float64)
+        self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self._chance = catalog.chance_success.astype(np.float64)
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
         """The fused belief (mean, variance) of every family: the product of the two
-        beliefs over the prior they share (N(0, prior_var) plus the drift both received)."""
+        beliefs over the prior they share (N(0, prior_var) plus the drift both received).
+        Kept until the next update: a refresh reads it for every flag."""
+        if self._belief is None:
+            self._belief = self._fuse()
+        return self._belief
+
+    def _fuse(self) -> tuple[FloatArray, FloatArray]:
         cfg = self.config
         prec0 = 1.0 / (cfg.prior_var + cfg.drift * self.episodes)
         pt, pp = 1.0 / self.train_var, 1.0 / self.probe_var
@@ -299,6 +307,7 @@ class SkillModel:
         Only the families in the report are touched (indices compressed to them)."""
         if arm.size == 0:
             return
+        self._belief = None
         cat = self._catalog
         arms, inverse = np.unique(arm, return_inverse=True)
         n_arm = np.bincount(inverse, minlength=arms.shape[0]).astype(np.float64)
@@ -325,6 +334,7 @@ class SkillModel:
         """Held-out probe readings (``scores`` of ``n`` items) at any tiers."""
         if families.size == 0:
             return
+        self._belief = None
         items = n.astype(np.float64)
         self._track_residuals(families, tiers, scores * items, items)
         touched, owner = np.unique(families, return_inverse=True)
@@ -422,6 +432,8 @@ class SkillModel:
             g = grad - prior_prec * (mu - prior_mu)
             move = np.clip(g / (info + prior_prec), -_MAX_STEP, _MAX_STEP)  # damped
             mu = np.clip(mu + move, -_REACH, top + _REACH)
+            if np.abs(move).max() < _CONVERGED:
+                break
         mean[families] = mu
         var[families] = 1.0 / (prior_prec + info)
 
@@ -468,3 +480,4 @@ class SkillModel:
                 raise ValueError(f"skill.{name}: counts must be >= 0")
         for name, value in loaded.items():
             setattr(self, name, value)
+        self._belief = None

@@ -54,19 +54,23 @@ class Idle:
 
     name = "idle"
 
-    def _codes(self, skill: SkillModel) -> Int8Array:
-        codes: Int8Array = np.select(
-            [skill.out_of_reach(), skill.flat(), skill.stalled()], [1, 2, 3], default=0
-        ).astype(np.int8)
-        return codes
+    def __init__(self) -> None:
+        self._codes: Int8Array | None = None  # the reasons behind the latest flags()
 
     def flags(self, skill: SkillModel) -> BoolArray:
-        result: BoolArray = self._codes(skill) > 0
+        self._codes = np.select(
+            [skill.out_of_reach(), skill.flat(), skill.stalled()], [1, 2, 3], default=0
+        ).astype(np.int8)
+        result: BoolArray = self._codes > 0
         return result
 
     def reason(self, skill: SkillModel, families: npt.NDArray[np.int64]) -> list[str] | None:
-        codes = self._codes(skill)[families]
-        return [_IDLE_REASONS[int(c)] for c in codes.tolist()]
+        """The reasons read by the latest ``flags()`` (``FlagBoard.refresh`` asks right
+        after it, so the three tests are not run twice)."""
+        if self._codes is None:
+            self.flags(skill)
+        assert self._codes is not None
+        return [_IDLE_REASONS[int(c)] for c in self._codes[families].tolist()]
 
 
 class Hacked:
@@ -81,18 +85,20 @@ class Hacked:
         return None
 
 
-DETECTORS: tuple[Detector, ...] = (Mastered(), Idle(), Hacked())
+def default_detectors() -> tuple[Detector, ...]:
+    """A fresh set of the three flags (each board owns its own: Idle keeps state)."""
+    return (Mastered(), Idle(), Hacked())
 
 
 class FlagBoard:
     """The flags of every ladder family, as of the latest refresh, with change events."""
 
-    def __init__(self, catalog: Catalog, detectors: tuple[Detector, ...] = DETECTORS) -> None:
+    def __init__(self, catalog: Catalog, detectors: tuple[Detector, ...] | None = None) -> None:
         self._catalog = catalog
-        self.detectors = detectors
+        self.detectors = detectors if detectors is not None else default_detectors()
         # bool [n_detectors, n_families]: the flags as last read (separate-skill families
         # are never flagged here: their tiers are judged arm by arm, ProbeEvidence)
-        self.flags: BoolArray = np.zeros((len(detectors), catalog.n_families), dtype=bool)
+        self.flags: BoolArray = np.zeros((len(self.detectors), catalog.n_families), dtype=bool)
 
     def row(self, name: str) -> BoolArray:
         """bool [n_families]: the flag ``name`` as last read."""

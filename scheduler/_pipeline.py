@@ -4,9 +4,9 @@ The whole pipeline is global (smoothing normalises, quotas couple every family o
 domain), so it runs on a refresh, not on every step: once the reports since the last
 refresh hold ``refresh_per_family`` episodes per family, after a probe, or at once when a
 breaker's factor moves. Between refreshes a step only reads the cached CDF, and the tier a
-task is drawn at comes fresh from the skill model. On a catalog of a few hundred families
-and a batch of 256 that is a refresh every step, as before; at 25,000 families it is one
-every hundred steps, when every family has had one more episode on average.
+task is drawn at comes fresh from the skill model. At the default 0.25 and a batch of 256
+that is a refresh every step up to 1,024 families, as before; at 25,000 families it is one
+every 25 steps, when every family has had a quarter of an episode more on average.
 """
 
 from __future__ import annotations

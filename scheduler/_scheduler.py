@@ -85,8 +85,10 @@ class SchedulerConfig:
     exploration_floor: float = 0.5  # uniform share mixed into the family distribution
     temperature: float = 1.0
     # recompute the weights once the reports since the last time hold this many episodes
-    # per family (at least one); a probe or a breaker's move recomputes them at once
-    refresh_per_family: float = 1.0
+    # per family (at least one); a probe or a breaker's move recomputes them at once. At
+    # 0.25 a batch of 256 refreshes every step up to 1,024 families; the quality grid reads
+    # the same as refreshing every step (1.0 lost 0.47 of ext's p10; docs/benchmarks.md)
+    refresh_per_family: float = 0.25
     # separate-skill families (tiers that are skills, not difficulty): mastery per arm
     tiers: TierConfig = field(default_factory=TierConfig)
     # the skill model that places ladder families on their tiers and flags them
