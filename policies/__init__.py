@@ -19,7 +19,7 @@ from ._registry import (
 )
 from ._regression_guard import RegressionGuard
 from ._replay import PrioritizedReplay
-from ._skill import SkillConfig, SkillModel
+from ._skill import SkillConfig, SkillModel, distinct
 from ._smoothing import smooth
 from ._tiers import TierConfig
 from ._view import ArmView, CurveView
@@ -44,6 +44,7 @@ __all__ = [
     "Uniform",
     "available_policies",
     "binomial_interval",
+    "distinct",
     "make_policy",
     "policy_params",
     "project_quotas",

@@ -174,24 +174,43 @@ def _domain_shares(
 def _domain_shares_bisect(
     w: FloatArray, domain_of_family: IntArray, lo: FloatArray, hi: FloatArray, cap: FloatArray
 ) -> FloatArray:
+    """The sweep's answer without its [breakpoints x domains] matrices: a binary search over
+    the sorted breakpoints for the segment that crosses 1 (log2 of the families' count
+    passes of one ``bincount`` each), then the same exact solve on that segment."""
     n_domains = lo.shape[0]
+    pos = np.flatnonzero(w > 0)
+    breaks = cap[pos] / w[pos]
+    order = np.argsort(breaks, kind="stable")
+    fam, c = pos[order], breaks[order]
 
-    def shares(log_c: float) -> FloatArray:
-        held = np.minimum(cap, np.exp(log_c) * w)
-        return np.clip(np.bincount(domain_of_family, weights=held, minlength=n_domains), lo, hi)
+    def reaches(k: int) -> bool:
+        held = np.minimum(cap, c[k] * w)
+        share = np.bincount(domain_of_family, weights=held, minlength=n_domains)
+        return bool(np.clip(share, lo, hi).sum() >= 1.0 - 1e-12)
 
-    positive = w > 0
-    lo_c = float(np.log(w[positive].min())) - 50.0
-    hi_c = float(np.log((cap[positive] / w[positive]).max())) + 1.0
-    for _ in range(80):
-        mid = 0.5 * (lo_c + hi_c)
-        if shares(mid).sum() < 1.0:
-            lo_c = mid
+    first, last = 0, fam.size  # the smallest k that reaches 1 (fam.size: none does)
+    while first < last:
+        mid = (first + last) // 2
+        if reaches(mid):
+            last = mid
         else:
-            hi_c = mid
-    share = shares(hi_c)
-    result: FloatArray = share / share.sum()
-    return result
+            first = mid + 1
+    saturated = fam[:first]
+    dom = domain_of_family[saturated]
+    total_w = np.bincount(domain_of_family[pos], weights=w[pos], minlength=n_domains)
+    alpha = (total_w - np.bincount(dom, weights=w[saturated], minlength=n_domains)).astype(
+        np.float64
+    )
+    beta = np.bincount(dom, weights=cap[saturated], minlength=n_domains).astype(np.float64)
+    fixed = np.clip(0.0, lo - beta, hi - beta)
+    linear = alpha > 0
+    low = np.where(linear, lo - beta, fixed)
+    high = np.where(linear, hi - beta, fixed)
+    zeros = np.zeros(n_domains, dtype=np.int64)
+    shift = waterfill(alpha, low, high, np.array([1.0 - beta.sum()]), zeros)
+    share: FloatArray = shift + beta
+    normalised: FloatArray = share / share.sum()
+    return normalised
 
 
 def project_quotas_compute(

@@ -104,6 +104,19 @@ _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is 
 _HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual
 
 
+def distinct(values: IntArray, bound: int) -> tuple[IntArray, IntArray]:
+    """``np.unique(values, return_inverse=True)`` for ids in [0, bound): a ``bincount``
+    where the ids cover much of the range (a probe round of every family), a sort where
+    they are few (a batch)."""
+    if values.shape[0] * 8 < bound:
+        found, inverse = np.unique(values, return_inverse=True)
+        return found, inverse.reshape(-1)
+    present = np.flatnonzero(np.bincount(values, minlength=bound))
+    index = np.zeros(bound, dtype=np.int64)
+    index[present] = np.arange(present.shape[0])
+    return present, index[values]
+
+
 class SkillModel:
     """Per-family skill beliefs from training outcomes and probes (arrays [n_families])."""
 
@@ -314,7 +327,7 @@ class SkillModel:
         k_arm = np.bincount(inverse, weights=success > 0.5, minlength=arms.shape[0]).astype(
             np.float64
         )
-        families, owner = np.unique(cat.family_of_arm[arms], return_inverse=True)
+        families, owner = distinct(cat.family_of_arm[arms], cat.n_families)
         per_family = np.bincount(owner, weights=n_arm, minlength=families.shape[0]).astype(
             np.float64
         )
@@ -337,7 +350,7 @@ class SkillModel:
         self._belief = None
         items = n.astype(np.float64)
         self._track_residuals(families, tiers, scores * items, items)
-        touched, owner = np.unique(families, return_inverse=True)
+        touched, owner = distinct(families, self._catalog.n_families)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
 
     def _test_slope(

@@ -18,12 +18,13 @@ if TYPE_CHECKING:
         TaskRef,
     )
     from ._breakers import BreakerConfig, CircuitBreakers
+    from ._config import SchedulerConfig
     from ._demand import Demand
     from ._errors import ConfigError, ReportError
     from ._events import Event
     from ._listeners import Listener, ProbesRecorded, Reported
     from ._retries import RetryQueue
-    from ._scheduler import Scheduler, SchedulerConfig
+    from ._scheduler import Scheduler
     from ._serialize import dumps_state, loads_state, torch_safe_globals
     from ._weights import Weights
     from .app._settings import Settings
@@ -71,7 +72,7 @@ _LAZY = {
     "Reported": "._listeners",
     "RetryQueue": "._retries",
     "Scheduler": "._scheduler",
-    "SchedulerConfig": "._scheduler",
+    "SchedulerConfig": "._config",
     "dumps_state": "._serialize",
     "loads_state": "._serialize",
     "torch_safe_globals": "._serialize",

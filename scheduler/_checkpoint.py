@@ -24,9 +24,10 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -327,3 +328,55 @@ def _cached_problems(sched: Scheduler, cached: Any, step: int) -> list[str]:
     if np.isfinite(family).all() and abs(float(family.sum()) - 1.0) > 1e-6:
         problems.append(f"cached_weights.family: must sum to 1, got {float(family.sum())!r}")
     return problems
+
+
+def scheduler_state(sched: Scheduler) -> dict[str, Any]:
+    """The state of format ``STATE_FORMAT``: every part's ``state_dict`` under its key."""
+    return {
+        "format": STATE_FORMAT,
+        "catalog": sched.catalog.fingerprint,
+        "policy": policy_params(sched.policy),
+        "config": asdict(sched.config),
+        "seed": sched.seed,
+        "step": sched.step,
+        "rng": sched.rng.bit_generator.state,
+        "stats": sched.stats.state_dict(),
+        "tiers": sched.tiers.state_dict(),
+        "skill": sched.skill.state_dict(),
+        "skill_flags": sched.flags.state_dict(),
+        "policy_state": copy.deepcopy(sched.policy_state),
+        "cursor": sched.variants.cursor.copy(),
+        **sched.costs.state_dict(),
+        **sched.pipeline.state_dict(),
+        "curves": sched.curves.state_dict(),
+        "breakers": sched.breakers.state_dict(),
+        "retries": sched.retries.state_dict(),
+        "pending": sched._pending.state_dict(),
+        "events": [asdict(e) for e in sched._events],
+    }
+
+
+def apply_state(sched: Scheduler, state: dict[str, Any]) -> None:
+    """Put a state that ``checked_state`` passed into every part of ``sched``."""
+    sched.stats.load_state_dict(state["stats"])
+    sched.evidence.forget()
+    sched.tiers.load_state_dict(state["tiers"])
+    sched.skill.load_state_dict(state["skill"])
+    sched.flags.load_state_dict(state["skill_flags"])
+    sched.breakers.load_state_dict(state["breakers"])
+    sched.retries.load_state_dict(state["retries"])
+    sched.curves.load_state_dict(state["curves"])
+    sched.variants.cursor = np.asarray(state["cursor"], dtype=np.int64).copy()
+    sched.costs.load_state_dict(state)
+    sched.pipeline.load_state_dict(state)
+    sched.seed = sched.variants.seed = int(state["seed"])
+    sched.step = int(state["step"])
+    sched.rng.bit_generator.state = dict(state["rng"])
+    sched.policy_state = copy.deepcopy(dict(state["policy_state"]))
+    sched._pending.load_state_dict(state["pending"])
+    # a resumed scheduler is the one that saved: it takes the token its awaited batches
+    # carry, so the batches it draws next carry it too (and the state matches the saver's)
+    tokens = np.asarray(state["pending"]["token"], dtype=np.int64)
+    if tokens.size:
+        sched._token = int(tokens[-1])
+    sched._events = [Event(**e) for e in state["events"]]

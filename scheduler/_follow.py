@@ -46,7 +46,7 @@ class CurrentTiers:
         fam, new = fam[moved], new[moved]
         old = self.tier[fam].copy()
         low, rate, high = skill.pass_rate_band(fam, new)
-        episodes = skill.episodes[fam]
+        episodes = np.round(skill.episodes[fam], 1)
         self.tier[fam] = new
         self.last_change[fam] = step
         cat = self._catalog
@@ -61,7 +61,7 @@ class CurrentTiers:
                     "new_tier": n,
                     "pass_rate": p,
                     "ci": [lo, hi],
-                    "samples": round(e, 1),
+                    "samples": e,
                 },
             )
             for f, o, n, p, lo, hi, e in zip(

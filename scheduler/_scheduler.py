@@ -18,11 +18,10 @@ On the hot path a step touches only the batch's arms and families.
 
 from __future__ import annotations
 
-import copy
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,17 +31,17 @@ from domains import Catalog
 from policies import (
     ArmView,
     Policy,
-    SkillConfig,
     SkillModel,
     Stateless,
-    TierConfig,
+    distinct,
     make_policy,
     policy_params,
 )
 
 from ._batch import Batch, Outcome, Status
-from ._breakers import BreakerConfig, CircuitBreakers
-from ._checkpoint import STATE_FORMAT, checked_state
+from ._breakers import CircuitBreakers
+from ._checkpoint import apply_state, checked_state, scheduler_state
+from ._config import SchedulerConfig
 from ._cost import CostModel
 from ._demand import Demand, expected_demand
 from ._errors import ConfigError, ReportError
@@ -74,45 +73,6 @@ BoolArray = npt.NDArray[np.bool_]
 
 _OK, _FAILED = int(Status.OK), int(Status.FAILED)
 _TIMEOUT, _ENV_ERROR = int(Status.TIMEOUT), int(Status.ENV_ERROR)
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """Knobs of the scheduler around the policy. Every field has a safe default."""
-
-    ema_fast: float = 0.1
-    ema_slow: float = 0.02
-    exploration_floor: float = 0.5  # uniform share mixed into the family distribution
-    temperature: float = 1.0
-    # recompute the weights once the reports since the last time hold this many episodes
-    # per family (at least one); a probe or a breaker's move recomputes them at once. At
-    # 0.25 a batch of 256 refreshes every step up to 1,024 families; the quality grid reads
-    # the same as refreshing every step (1.0 lost 0.47 of ext's p10; docs/benchmarks.md)
-    refresh_per_family: float = 0.25
-    # separate-skill families (tiers that are skills, not difficulty): mastery per arm
-    tiers: TierConfig = field(default_factory=TierConfig)
-    # the skill model that places ladder families on their tiers and flags them
-    skill: SkillConfig = field(default_factory=SkillConfig)
-    breakers: BreakerConfig = field(default_factory=BreakerConfig)
-    probe_window: int = 16  # probe points per family kept for slopes
-    max_retries: int = 2  # re-queues of a task whose environment failed (timeout, env_error)
-    retry_share: float = 0.25  # at most this share of a batch is retried tasks
-    cost_rate: float = 0.05  # EMA rate (per episode) of the learned cost of each family
-    cost_overrun: float = 3.0  # learned cost above this multiple of the estimate: an event
-    max_repeats: float | None = None  # draws of an arm per epoch, in pool sizes (None: no cap)
-    epoch_episodes: int = 100_000  # the epoch of max_repeats, in episodes
-    # a batch may be reported until this many more batches were drawn; then it expires
-    report_window: int = 64
-
-    def __post_init__(self) -> None:
-        if self.max_repeats is not None and self.max_repeats <= 0:
-            raise ValueError(f"max_repeats must be positive or None, got {self.max_repeats}")
-        if not 0 < self.cost_rate <= 1 or self.cost_overrun <= 1 or self.epoch_episodes < 1:
-            raise ValueError("need 0 < cost_rate <= 1, cost_overrun > 1, epoch_episodes >= 1")
-        if self.report_window < 0:
-            raise ValueError(f"report_window must be >= 0, got {self.report_window}")
-        if not self.refresh_per_family >= 0:
-            raise ValueError(f"refresh_per_family must be >= 0, got {self.refresh_per_family}")
 
 
 class Scheduler:
@@ -437,7 +397,7 @@ class Scheduler:
         touched = self.stats.update(step, a, succ, reward01, proc)
         if a.size:
             self.skill.observe_training(a, succ)
-            self._events += self.tiers.follow(self.skill, np.unique(fam), step)
+            self._events += self.tiers.follow(self.skill, distinct(fam, cat.n_families)[0], step)
         if self._observes:
             self.policy.observe(self.view(), self.policy_state, touched)
         self._events += self.costs.learn(step, family, cost)[1]
@@ -500,7 +460,7 @@ class Scheduler:
         steps = np.full(c_fam.shape[0], at, dtype=np.int64)
         self.curves.record(c_fam, c_score, c_n, steps, tiers=c_tier)
         self.skill.observe_probes(fam[ladder], tr[ladder], sc[ladder], nn[ladder])
-        self._events += self.tiers.follow(self.skill, np.unique(fam[ladder]), at)
+        self._events += self.tiers.follow(self.skill, distinct(fam[ladder], cat.n_families)[0], at)
         self._events += self.flags.refresh(self.skill, at)
         self.pipeline.invalidate()
 
@@ -598,54 +558,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: stats, skill, policy state, cursors, RNG."""
-        return {
-            "format": STATE_FORMAT,
-            "catalog": self.catalog.fingerprint,
-            "policy": policy_params(self.policy),
-            "config": asdict(self.config),
-            "seed": self.seed,
-            "step": self.step,
-            "rng": self.rng.bit_generator.state,
-            "stats": self.stats.state_dict(),
-            "tiers": self.tiers.state_dict(),
-            "skill": self.skill.state_dict(),
-            "skill_flags": self.flags.state_dict(),
-            "policy_state": copy.deepcopy(self.policy_state),
-            "cursor": self.variants.cursor.copy(),
-            **self.costs.state_dict(),
-            **self.pipeline.state_dict(),
-            "curves": self.curves.state_dict(),
-            "breakers": self.breakers.state_dict(),
-            "retries": self.retries.state_dict(),
-            "pending": self._pending.state_dict(),
-            "events": [asdict(e) for e in self._events],
-        }
+        """Everything needed to continue exactly: stats, skill, policy state, cursors, RNG
+        (the layout and its format: scheduler/_checkpoint.py)."""
+        return scheduler_state(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a state from ``state_dict``; the next batch is the one the saved run would
         have drawn. The whole state is migrated and checked first (scheduler/_checkpoint.py):
         a ConfigError names every bad field, and nothing of a rejected state is applied."""
-        state = checked_state(self, state)
-        self.stats.load_state_dict(state["stats"])
-        self.evidence.forget()
-        self.tiers.load_state_dict(state["tiers"])
-        self.skill.load_state_dict(state["skill"])
-        self.flags.load_state_dict(state["skill_flags"])
-        self.breakers.load_state_dict(state["breakers"])
-        self.retries.load_state_dict(state["retries"])
-        self.curves.load_state_dict(state["curves"])
-        self.variants.cursor = np.asarray(state["cursor"], dtype=np.int64).copy()
-        self.costs.load_state_dict(state)
-        self.pipeline.load_state_dict(state)
-        self.seed = self.variants.seed = int(state["seed"])
-        self.step = int(state["step"])
-        self.rng.bit_generator.state = dict(state["rng"])
-        self.policy_state = copy.deepcopy(dict(state["policy_state"]))
-        self._pending.load_state_dict(state["pending"])
-        # a resumed scheduler is the one that saved: it takes the token its awaited batches
-        # carry, so the batches it draws next carry it too (and the state matches the saver's)
-        tokens = np.asarray(state["pending"]["token"], dtype=np.int64)
-        if tokens.size:
-            self._token = int(tokens[-1])
-        self._events = [Event(**e) for e in state["events"]]
+        apply_state(self, checked_state(self, state))

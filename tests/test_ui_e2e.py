@@ -163,7 +163,7 @@ def test_metric_keys_follow_the_naming_scheme(served_run: ServedRun) -> None:
     per_step = {"run/score_mean", "run/score_p10", "run/weight_entropy", "run/pass_rate"}
     per_step |= {"run/fault_rate", "sim/true_score", "sim/waste"}
     assert per_step <= keys
-    assert {"run/mastered", "run/held_back"} <= keys  # at the detail cadence
+    assert "run/mastered" in keys  # at the detail cadence
     for kind in ("weight", "share", "quota_use"):
         missing = {f"{kind}/{d}" for d in domains} - keys
         assert not missing, f"{kind}/<domain> missing for {sorted(missing)[:5]}"
@@ -311,8 +311,8 @@ def test_model_metrics_tab_draws_charts(served_run: ServedRun, tmp_path: Path) -
     assert charts, "no chart drew on the Model metrics tab within 90 s"
     assert RUN_NAME in text
     # Charts are grouped by the name up to its last "/", each header with its chart count.
-    # 7 per-step aggregates, and the mastered and innate counts at the detail cadence
-    assert "\nrun\n(9)\n" in text, "group run/* (9 aggregates) not shown"
+    # 7 per-step aggregates, and the mastered count at the detail cadence
+    assert "\nrun\n(8)\n" in text, "group run/* (8 aggregates) not shown"
     assert "\nsim\n(2)\n" in text, "group sim/* not shown"
     for group in ("weight", "probe", "probe/coding", "tier/coding"):
         assert f"\n{group}\n(" in text, f"metric group {group!r} not shown"

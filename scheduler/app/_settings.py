@@ -19,8 +19,8 @@ from pydantic_settings import SettingsConfigDict
 
 from domains import CurriculumError
 
+from .._config import SchedulerConfig
 from .._errors import ConfigError
-from .._scheduler import SchedulerConfig
 from ..recording._config import RecordingConfig
 from ._sources import ENV_PREFIX, NESTED, ManifestSettings, load_from_sources
 

@@ -11,7 +11,7 @@ One naming scheme, grouped by the MLflow UI on the first path segment:
   ``probe/<domain>``;
 - every ``detail_every`` steps: ``weight/<domain>/<family>``, ``tier/<domain>/<family>``,
   ``pass_rate/<domain>/<family>``, ``probe/<domain>/<family>``, ``slope/<domain>/<family>``,
-  and the counts ``run/mastered`` and ``run/held_back`` (idle or suspected of hacking).
+  and the count ``run/mastered``.
 
 The tracker adds ``events/<kind>`` counts and ``tracking/*`` accounting.
 """
@@ -103,7 +103,7 @@ class RunMetrics:
 
     def per_family(self, sched: Scheduler) -> dict[str, float]:
         """Every family's weight, tier, pass rate, probe and slope, and how many families are
-        mastered or held back: these need a pass over the mastery bounds, so they come at
+        mastered: these need a pass over the mastery bounds, so they come at
         this cadence rather than every step."""
         cat = self.catalog
         current = cat.arm_start[:-1] + sched.tiers.tier
@@ -120,7 +120,6 @@ class RunMetrics:
         mastered = sched.mastered
         counts = {
             "run/mastered": float(mastered.sum()),
-            "run/held_back": float(sched.held_back().sum()),
         }
         return counts | _finite(self._family_keys, values)
 

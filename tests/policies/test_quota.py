@@ -98,17 +98,24 @@ def test_infeasible_quotas_raise() -> None:
 
 
 def test_bisection_fallback_agrees_with_the_breakpoint_sweep() -> None:
-    """Very large catalogs use bisection instead of the dense sweep: same shares."""
+    """Very large catalogs search the sorted breakpoints instead of the dense sweep: the
+    same shares."""
     from policies._quota import _domain_shares, _domain_shares_bisect
 
-    rng = np.random.default_rng(5)
-    n_fam, n_dom = 300, 30
-    dof = np.sort(rng.integers(0, n_dom, n_fam))
-    w = rng.random(n_fam) ** 4
-    w /= w.sum()
-    cap = np.full(n_fam, 0.02)
-    hi = np.minimum(np.full(n_dom, 0.1), np.bincount(dof, cap, n_dom))
-    lo = np.minimum(np.full(n_dom, 0.01), hi)
-    np.testing.assert_allclose(
-        _domain_shares(w, dof, lo, hi, cap), _domain_shares_bisect(w, dof, lo, hi, cap), atol=1e-9
-    )
+    for seed in range(30):  # caps, minima and maxima that bind in different mixes
+        rng = np.random.default_rng(seed)
+        n_fam, n_dom = int(rng.integers(2, 400)), int(rng.integers(1, 30))
+        dof = np.sort(rng.integers(0, n_dom, n_fam))
+        w = rng.random(n_fam) ** 4
+        w /= w.sum()
+        cap = np.full(n_fam, max(0.02, 1.5 / n_fam)) * rng.uniform(0.5, 2.0, n_fam)
+        hi = np.minimum(np.full(n_dom, rng.uniform(1 / n_dom, 1)), np.bincount(dof, cap, n_dom))
+        lo = np.minimum(np.full(n_dom, rng.uniform(0, 1 / n_dom)), hi)
+        if lo.sum() > 1 or hi.sum() < 1:
+            continue
+        np.testing.assert_allclose(
+            _domain_shares(w, dof, lo, hi, cap),
+            _domain_shares_bisect(w, dof, lo, hi, cap),
+            atol=1e-9,
+            err_msg=f"seed {seed}",
+        )

@@ -337,7 +337,7 @@ def test_a_legacy_format_2_state_loads_with_a_fresh_skill_model() -> None:
     _play(again, 2)  # and it runs on
 
 
-def test_detail_metrics_count_mastered_and_held_back_families() -> None:
+def test_detail_metrics_count_mastered_families() -> None:
     from scheduler.recording._metrics import RunMetrics
 
     cat = Catalog.synthetic(2, 4, 1)
@@ -345,7 +345,7 @@ def test_detail_metrics_count_mastered_and_held_back_families() -> None:
     _master(sched, [0, 1], steps=40)  # families 0 and 1 taught to mastery
     metrics = RunMetrics(cat).per_family(sched)
     assert metrics["run/mastered"] == sched.mastered.sum() == 2
-    assert metrics["run/held_back"] == sched.held_back().sum()
+    assert "run/innate" not in metrics  # the legacy path's count is gone
 
 
 def test_probe_bounds_kept_probe_by_probe_match_a_fresh_computation() -> None:
