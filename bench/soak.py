@@ -56,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     sample_every = args.sample_every or max(args.steps // 20, 1)
     catalog = Catalog.synthetic(n_domains=10, families_per_domain=args.families // 10, n_tiers=3)
-    sched = Scheduler(catalog, args.policy, seed=0, config=SchedulerConfig(weights_every=10))
+    sched = Scheduler(catalog, args.policy, seed=0, config=SchedulerConfig(refresh_per_family=1.0))
     rng = np.random.default_rng(0)
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="soak-"))
     db = workdir / "soak.db"
