@@ -215,8 +215,7 @@ def make_runner(
 
 def scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
     """A SchedulerConfig from dotted assignments (``skill.target=0.5``,
-    ``tiers.promote_at=0.6``), each applied to the default dataclass tree; ``skill=None``
-    selects the legacy tier controller."""
+    ``tiers.mastered_at=0.6``), each applied to the default dataclass tree."""
     config: Any = SchedulerConfig()
 
     def put(node: Any, path: list[str], value: Any) -> Any:
@@ -241,11 +240,17 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
     kwargs: dict[str, Any] = {}
     if "policy" in changes:
         kwargs["policy"] = changes.pop("policy")
+    without = changes.pop("without", None)  # a mechanism with no setting, switched off
     base = SchedulerConfig()
     if changes.get("skill") is not None:
-        assert base.skill is not None
         changes["skill"] = replace(base.skill, **changes["skill"])
-    return Scheduler(catalog, seed=seed, config=replace(base, **changes), **kwargs)
+    sched = Scheduler(catalog, seed=seed, config=replace(base, **changes), **kwargs)
+    if without == "spare_order":  # every flagged family's cap raised evenly, as before
+        nobody = np.zeros(catalog.n_families, dtype=bool)
+        sched.flags.spare_first = lambda: nobody  # type: ignore[method-assign]
+    elif without is not None:
+        raise SystemExit(f"unknown mechanism to switch off: {without!r}")
+    return sched
 
 
 def run_cell(task: tuple[Regime, str, int, dict[str, Any] | None]) -> Cell:
@@ -299,6 +304,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_hack": {"skill": {"hacked_weight": 1.0}},  # training far above probes: no cap
     "no_drift": {"skill": {"drift": 0.0}},  # evidence never fades
     "learning_progress": {"policy": "learning_progress"},  # LP weights on top
+    # where every family is flagged, raise all caps evenly (not the mastered and stalled first)
+    "no_spare_order": {"without": "spare_order"},
 }
 
 

@@ -23,6 +23,7 @@ BoolArray = npt.NDArray[np.bool_]
 Int8Array = npt.NDArray[np.int8]
 
 _IDLE_REASONS = ("", "out_of_reach", "flat", "stalled")
+_STALLED = 3
 
 
 class Detector(Protocol):
@@ -56,6 +57,12 @@ class Idle:
 
     def __init__(self) -> None:
         self._codes: Int8Array | None = None  # the reasons behind the latest flags()
+
+    @property
+    def codes(self) -> Int8Array | None:
+        """int8 [n_families]: the latest flags' reasons (0 none, 1 out of reach, 2 flat,
+        3 stalled), or None before the first read."""
+        return self._codes
 
     def flags(self, skill: SkillModel) -> BoolArray:
         self._codes = np.select(
@@ -99,6 +106,16 @@ class FlagBoard:
         # bool [n_detectors, n_families]: the flags as last read (separate-skill families
         # are never flagged here: their tiers are judged arm by arm, ProbeEvidence)
         self.flags: BoolArray = np.zeros((len(self.detectors), catalog.n_families), dtype=bool)
+
+    def spare_first(self) -> BoolArray:
+        """bool [n_families]: the flagged families that take a spare share first when every
+        family is flagged: the mastered (their practice keeps what was learned) and the
+        merely stalled (they may still learn); not the out-of-reach, flat or hacked ones."""
+        first = self.row("mastered").copy()
+        for detector in self.detectors:
+            if isinstance(detector, Idle) and detector.codes is not None:
+                first |= detector.codes == _STALLED
+        return first
 
     def row(self, name: str) -> BoolArray:
         """bool [n_families]: the flag ``name`` as last read."""

@@ -93,9 +93,13 @@ class Gates:
             caps = fill_to_one(caps, open_.astype(np.float64))
         return caps
 
-    def hold_flagged(self, caps: FloatArray, flag_cap: FloatArray) -> FloatArray:
+    def hold_flagged(
+        self, caps: FloatArray, flag_cap: FloatArray, first: BoolArray | None = None
+    ) -> FloatArray:
         """Apply the flagged families' caps (``flag_cap``, inf where not flagged), raised
-        evenly in a domain whose ``min_share`` could not be met otherwise."""
+        evenly in a domain whose ``min_share`` could not be met otherwise. Where every
+        family is flagged and the caps cannot fill a batch, the ``first`` families' caps
+        are raised before the others'."""
         cat = self._catalog
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
@@ -107,6 +111,8 @@ class Gates:
         need = cat.domain_min_share * 1.001 - free  # what the flagged ones must hold
         scale = np.where(need > held, need / np.maximum(held, 1e-300), 1.0)[dom]
         result: FloatArray = np.where(flagged, np.minimum(caps, capped * scale), capped)
-        if result.sum() < 1.0:  # everything flagged: relax evenly rather than starve
+        if result.sum() < 1.0 and first is not None:  # everything flagged: these first
+            result = fill_to_one(result, np.where(first & flagged, caps, result))
+        if result.sum() < 1.0:  # then relax evenly rather than starve
             result = fill_to_one(result, caps)
         return result

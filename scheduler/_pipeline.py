@@ -90,7 +90,10 @@ class WeightPipeline:
             floor=self.config.exploration_floor,
         )
         base = self.gates.caps(cat.pool_size[cat.arm_start[:-1] + current])
-        caps = self.gates.hold_flagged(base, self._flag_caps(flags, evidence))
+        # where every family is flagged, the mastered and the stalled take the spare share
+        # first: out-of-reach, flat and hacked families teach nothing
+        first = flags.spare_first() | evidence.separate_mastered()
+        caps = self.gates.hold_flagged(base, self._flag_caps(flags, evidence), first=first)
         for attempt in range(_RELAX_ROUNDS):
             try:
                 family, self.compute_ratio = project_quotas_compute(

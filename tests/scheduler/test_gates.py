@@ -1,0 +1,40 @@
+"""Gates: flagged families' caps, and who takes a spare share when every family is flagged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from domains import Catalog
+from scheduler._breakers import CircuitBreakers
+from scheduler._gates import Gates
+
+
+def _gates(catalog: Catalog) -> Gates:
+    return Gates(catalog, CircuitBreakers(catalog), max_repeats=None, epoch_episodes=100_000)
+
+
+def test_when_every_family_is_flagged_the_first_ones_take_the_spare_share() -> None:
+    cat = Catalog.synthetic(1, 4, 2)
+    gates = _gates(cat)
+    caps = np.ones(4)
+    flag_cap = np.full(4, 0.05)  # every family flagged: the caps hold 0.2 of a batch
+    first = np.array([True, True, False, False])  # e.g. mastered, or stalled
+    held = gates.hold_flagged(caps, flag_cap, first=first)
+    assert held.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(held[2:], 0.05)  # the others stay at their caps ...
+    np.testing.assert_allclose(held[:2], 0.45)  # ... and the first ones fill the rest
+    even = gates.hold_flagged(caps, flag_cap)  # without an order: raised evenly
+    np.testing.assert_allclose(even, 0.25)
+
+
+def test_the_others_are_raised_only_when_the_first_ones_cannot_fill_a_batch() -> None:
+    cat = Catalog.synthetic(1, 4, 2)
+    gates = _gates(cat)
+    caps = np.array([0.3, 1.0, 1.0, 1.0])
+    flag_cap = np.array([0.01, 0.05, 0.05, 0.05])
+    first = np.array([True, False, False, False])
+    held = gates.hold_flagged(caps, flag_cap, first=first)
+    assert held.sum() == pytest.approx(1.0)
+    assert held[0] == pytest.approx(0.3)  # the first one at its own ceiling
+    np.testing.assert_allclose(held[1:], 0.7 / 3)  # the rest share what is left evenly
