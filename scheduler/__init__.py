@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._retries import RetryQueue
     from ._scheduler import Scheduler
     from ._serialize import dumps_state, loads_state, torch_safe_globals
+    from ._snapshot import SchedulerSnapshot
     from ._weights import Weights
     from .app._settings import Settings
     from .app._simulate import RunSummary, SimulationRun, run_simulation
@@ -73,6 +74,7 @@ _LAZY = {
     "RetryQueue": "._retries",
     "Scheduler": "._scheduler",
     "SchedulerConfig": "._config",
+    "SchedulerSnapshot": "._snapshot",
     "dumps_state": "._serialize",
     "loads_state": "._serialize",
     "torch_safe_globals": "._serialize",
@@ -145,6 +147,7 @@ __all__ = [
     "RunSummary",
     "Scheduler",
     "SchedulerConfig",
+    "SchedulerSnapshot",
     "Settings",
     "SimulationRun",
     "Status",

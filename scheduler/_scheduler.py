@@ -55,6 +55,7 @@ from ._pending import PendingBatches
 from ._pipeline import PipelineConfig, WeightPipeline
 from ._report_checks import Columns, family_id, parse_columns, parse_outcomes, parse_probes
 from ._retries import RetryQueue
+from ._snapshot import SchedulerSnapshot
 from ._state import ArmStats
 from ._variants import VariantCursor, occurrence_rank
 from ._weights import Weights
@@ -214,6 +215,11 @@ class Scheduler:
         self._events += self.pipeline.compute(
             raw, self.tiers.tier, self.flags, self.evidence, self.costs.cost, self.step
         )
+
+    def snapshot(self) -> SchedulerSnapshot:
+        """A frozen view for what follows the run (metrics, the recorder): read-only
+        copies taken now, so a consumer never reads a live part mid-update."""
+        return SchedulerSnapshot.of(self)
 
     @property
     def mastered(self) -> BoolArray:

@@ -25,7 +25,7 @@ from domains import Catalog
 
 from .._batch import Status
 from .._listeners import Reported
-from .._scheduler import Scheduler
+from .._snapshot import SchedulerSnapshot
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -49,44 +49,44 @@ class RunMetrics:
             for kind in ("weight", "tier", "pass_rate", "probe", "slope")
         }
 
-    def per_step(self, sched: Scheduler, reported: Reported) -> dict[str, float]:
+    def per_step(self, snap: SchedulerSnapshot, reported: Reported) -> dict[str, float]:
         """Aggregates: cheap enough for every step."""
         status, success = reported.status, reported.success
-        family = sched.weights().family
+        family = snap.weights.family
         positive = family[family > 0]
-        scores = sched.curves.normalized
+        scores = snap.curves.normalized
         probed = scores[np.isfinite(scores)]
         counted = np.isin(status, (int(Status.OK), int(Status.FAILED)))
         metrics = {
             "run/weight_entropy": float(-(positive * np.log(positive)).sum()),
             "run/pass_rate": float(success[counted].mean()) if counted.any() else float("nan"),
             "run/fault_rate": float(1.0 - counted.mean()) if len(reported) else 0.0,
-            "run/quarantined": float(sched.held_back().sum()),
-            "run/breakers_open": float(sched.breakers.open_mask.sum()),
+            "run/quarantined": float(snap.held_back.sum()),
+            "run/breakers_open": float(snap.breakers_open.sum()),
         }
         if probed.size:
             metrics["run/score_mean"] = float(probed.mean())
             metrics["run/score_p10"] = float(np.percentile(probed, 10))
         return metrics
 
-    def per_domain(self, sched: Scheduler, reported: Reported) -> dict[str, float]:
+    def per_domain(self, snap: SchedulerSnapshot, reported: Reported) -> dict[str, float]:
         """Weight (planned share), share (this batch's realised share of samples, or of
         compute for a compute-basis domain), quota use (share over max_share), pass rate
         and probe score of every domain."""
         cat = self.catalog
-        w = sched.weights()
-        current = cat.arm_start[:-1] + sched.tiers.tier
-        pass_rate = sched.stats.success_fast[current]
-        seen = sched.stats.count[current] > 0
+        w = snap.weights
+        current = cat.arm_start[:-1] + snap.tier
+        pass_rate = snap.success_fast[current]
+        seen = snap.count[current] > 0
         n_dom = cat.n_domains
         dom = cat.domain_of_family
         seen_n = np.bincount(dom, weights=seen, minlength=n_dom)
         passed = np.bincount(dom, weights=np.where(seen, pass_rate, 0.0), minlength=n_dom)
         dom_pass: FloatArray = np.where(seen_n > 0, passed / np.maximum(seen_n, 1), np.nan)
-        probe, _ = sched.curves.domain_curve()
+        probe = snap.domain_probe
         drawn = cat.domain_of_family[reported.family]
         samples = np.bincount(drawn, minlength=n_dom).astype(np.float64)
-        spent = np.bincount(drawn, weights=sched.cost[reported.family], minlength=n_dom)
+        spent = np.bincount(drawn, weights=snap.cost[reported.family], minlength=n_dom)
         share: FloatArray = np.where(
             cat.domain_compute_basis,
             spent / max(float(spent.sum()), 1e-300),
@@ -101,26 +101,21 @@ class RunMetrics:
         }
         return _finite(self._domain_keys, values)
 
-    def per_family(self, sched: Scheduler) -> dict[str, float]:
+    def per_family(self, snap: SchedulerSnapshot) -> dict[str, float]:
         """Every family's weight, tier, pass rate, probe and slope, and how many families are
         mastered: these need a pass over the mastery bounds, so they come at
         this cadence rather than every step."""
         cat = self.catalog
-        current = cat.arm_start[:-1] + sched.tiers.tier
-        slope, _, _ = sched.curves.slope()
+        current = cat.arm_start[:-1] + snap.tier
+        slope, _, _ = snap.curves.slope()
         values = {
-            "weight": sched.weights().family,
-            "tier": sched.tiers.tier.astype(np.float64),
-            "pass_rate": np.where(
-                sched.stats.count[current] > 0, sched.stats.success_fast[current], np.nan
-            ),
-            "probe": sched.curves.latest,
+            "weight": snap.weights.family,
+            "tier": snap.tier.astype(np.float64),
+            "pass_rate": np.where(snap.count[current] > 0, snap.success_fast[current], np.nan),
+            "probe": snap.curves.latest,
             "slope": slope,
         }
-        mastered = sched.mastered
-        counts = {
-            "run/mastered": float(mastered.sum()),
-        }
+        counts = {"run/mastered": float(snap.mastered.sum())}
         return counts | _finite(self._family_keys, values)
 
 

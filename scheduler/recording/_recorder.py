@@ -210,13 +210,14 @@ class RunRecorder:
         if isinstance(self.tracker, NullTracker) or reported is None:
             self.overhead_s += time.perf_counter() - start
             return
-        metrics = self.metrics.per_step(sched, reported)
+        snap = sched.snapshot()
+        metrics = self.metrics.per_step(snap, reported)
         if self._extra is not None:
             metrics.update(self._extra())
         if self.config.detail and step % self.config.domain_every == 0:
-            metrics.update(self.metrics.per_domain(sched, reported))
+            metrics.update(self.metrics.per_domain(snap, reported))
         if self.config.detail and step % self.config.detail_every == 0:
-            metrics.update(self.metrics.per_family(sched))
+            metrics.update(self.metrics.per_family(snap))
         self.tracker.log_metrics(metrics, step)
         if events:
             self.tracker.log_events(events)

@@ -343,7 +343,7 @@ def test_detail_metrics_count_mastered_families() -> None:
     cat = Catalog.synthetic(2, 4, 1)
     sched = Scheduler(cat, "uniform")
     _master(sched, [0, 1], steps=40)  # families 0 and 1 taught to mastery
-    metrics = RunMetrics(cat).per_family(sched)
+    metrics = RunMetrics(cat).per_family(sched.snapshot())
     assert metrics["run/mastered"] == sched.mastered.sum() == 2
     assert "run/innate" not in metrics  # the legacy path's count is gone
 

@@ -1,0 +1,62 @@
+"""A frozen view of the scheduler for what follows a run (metrics, the recorder).
+
+Consumers read this, not the scheduler's live parts: arrays are read-only copies taken at
+one moment (the start of a step, where everything before it is applied), and the curves
+are the read-only ``CurveView`` a policy sees. Derived flags are computed once here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from policies import CurveView
+
+from ._weights import Weights
+
+if TYPE_CHECKING:
+    from ._scheduler import Scheduler
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    out = np.array(a, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class SchedulerSnapshot:
+    step: int  # batches drawn so far
+    weights: Weights  # the distribution the next batch is drawn from
+    tier: IntArray  # int64 [n_families], current tiers
+    cost: FloatArray  # float64 [n_families], learned seconds per episode
+    count: IntArray  # int64 [n_arms], episodes counted
+    success_fast: FloatArray  # float64 [n_arms]
+    curves: CurveView  # probe curves per family (read-only protocol)
+    domain_probe: FloatArray  # float64 [n_domains], the domains' probe curves' latest point
+    mastered: BoolArray  # bool [n_families]
+    held_back: BoolArray  # bool [n_families]: idle or suspected of hacking
+    breakers_open: BoolArray  # bool [n_families]
+
+    @classmethod
+    def of(cls, sched: Scheduler) -> SchedulerSnapshot:
+        return cls(
+            step=sched.step,
+            weights=sched.weights(),
+            tier=_frozen(sched.tiers.tier),
+            cost=_frozen(sched.costs.cost),
+            count=_frozen(sched.stats.count),
+            success_fast=_frozen(sched.stats.success_fast),
+            curves=sched.curves,
+            domain_probe=_frozen(sched.curves.domain_curve()[0]),
+            mastered=_frozen(sched.mastered),
+            held_back=_frozen(sched.held_back()),
+            breakers_open=_frozen(sched.breakers.open_mask),
+        )
