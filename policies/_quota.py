@@ -160,11 +160,20 @@ def _domain_shares(
     k = int(reached[0]) if reached.size else fam.size
     alpha = total_w - (saturated_w[k - 1] if k > 0 else 0.0)
     beta = saturated_cap[k - 1] if k > 0 else np.zeros(n_domains)
+    return _solve_segment(alpha, beta, lo, hi)
+
+
+def _solve_segment(
+    alpha: FloatArray, beta: FloatArray, lo: FloatArray, hi: FloatArray
+) -> FloatArray:
+    """The domain shares on the segment that crosses 1, where each domain holds
+    ``alpha_d * c + beta_d`` (its saturated families' caps and the rest's weight times c),
+    clipped to [lo, hi]: one exact ``waterfill`` over the domains."""
     fixed = np.clip(0.0, lo - beta, hi - beta)
     linear = alpha > 0
     low = np.where(linear, lo - beta, fixed)
     high = np.where(linear, hi - beta, fixed)
-    zeros = np.zeros(n_domains, dtype=np.int64)
+    zeros = np.zeros(lo.shape[0], dtype=np.int64)
     shift = waterfill(alpha, low, high, np.array([1.0 - beta.sum()]), zeros)
     share: FloatArray = shift + beta
     normalised: FloatArray = share / share.sum()
@@ -202,15 +211,7 @@ def _domain_shares_bisect(
         np.float64
     )
     beta = np.bincount(dom, weights=cap[saturated], minlength=n_domains).astype(np.float64)
-    fixed = np.clip(0.0, lo - beta, hi - beta)
-    linear = alpha > 0
-    low = np.where(linear, lo - beta, fixed)
-    high = np.where(linear, hi - beta, fixed)
-    zeros = np.zeros(n_domains, dtype=np.int64)
-    shift = waterfill(alpha, low, high, np.array([1.0 - beta.sum()]), zeros)
-    share: FloatArray = shift + beta
-    normalised: FloatArray = share / share.sum()
-    return normalised
+    return _solve_segment(alpha, beta, lo, hi)
 
 
 def project_quotas_compute(
