@@ -70,7 +70,6 @@ class ProbesRecorded:
     tiers: IntArray
     scores: FloatArray
     n: IntArray
-    side: bool  # side probes (a left tier, a look-ahead) stay off the probe curves
 
     def __len__(self) -> int:
         return int(self.families.shape[0])
@@ -132,9 +131,8 @@ class Listeners:
         self.seconds += time.perf_counter() - start
 
     def probes(
-        self, step: int, family: IntArray, tier: IntArray, score: FloatArray, n: IntArray,
-        side: bool,
-    ) -> None:  # fmt: skip
+        self, step: int, family: IntArray, tier: IntArray, score: FloatArray, n: IntArray
+    ) -> None:
         if not self._items:
             return
         start = time.perf_counter()
@@ -144,7 +142,6 @@ class Listeners:
             tiers=_frozen(tier),
             scores=_frozen(score),
             n=_frozen(n),
-            side=bool(side),
         )
         for listener in list(self._items):
             listener.on_probes(probes)

@@ -446,7 +446,7 @@ class Scheduler:
             cat, self.tiers.tier, families, scores, tiers, n, step, max(self.step - 1, 0)
         )
         fam, sc, tr, nn, at = probes.family, probes.score, probes.tier, probes.n, probes.step
-        self.listeners.probes(at, fam, tr, sc, nn, False)
+        self.listeners.probes(at, fam, tr, sc, nn)
         arm = cat.arm_start[fam] + tr
         st = self.stats
         st.probe_score[arm] = sc
@@ -499,7 +499,6 @@ class Scheduler:
         current = cat.arm_start[:-1] + tiers
         slope, _, _ = self.curves.slope()
         drift = np.abs(self.stats.success_fast[current] - self.stats.success_slow[current])
-        empty = np.zeros(0, dtype=np.int64)
         return ProbeSnapshot(
             step=self.step,
             tiers=tiers,
@@ -507,8 +506,6 @@ class Scheduler:
             last_probe_step=self.stats.probe_step[current].copy(),
             change=np.where(np.isfinite(slope), np.abs(slope) * self.config.probe_window, drift),
             allowed=self.breakers.probe_allowed.copy(),
-            side_families=empty,
-            side_tiers=empty,
         )
 
     def apply_probe_results(self, results: ProbeResults) -> None:

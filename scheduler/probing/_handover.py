@@ -45,11 +45,6 @@ class ProbeSnapshot:
     last_probe_step: IntArray  # int64 [n_families], -1 when never probed
     change: FloatArray  # float64 [n_families], |slope| or |ema_fast - ema_slow|; NaN = unknown
     allowed: BoolArray | None = None  # bool [n_families], e.g. breakers.probe_allowed
-    # Probes besides each family's probe tier, most urgent first (Scheduler.side_targets():
-    # a tier left behind, the tier above a family at a half); their results stay off the
-    # probe curves. int64 [k] each, or None for none.
-    side_families: IntArray | None = None
-    side_tiers: IntArray | None = None
 
     def validate(self, n_families: int) -> None:
         for name in ("tiers", "weights", "last_probe_step", "change", "allowed"):
@@ -58,18 +53,6 @@ class ProbeSnapshot:
                 raise ValueError(
                     f"ProbeSnapshot.{name}: shape {np.shape(arr)}, expected ({n_families},)"
                 )
-        side_f, side_t = self.side_families, self.side_tiers
-        if side_f is None and side_t is None:
-            return
-        if (
-            side_f is None
-            or side_t is None
-            or np.ndim(side_f) != 1
-            or (np.shape(side_f) != np.shape(side_t))
-        ):
-            raise ValueError("ProbeSnapshot.side_families, side_tiers: need two aligned 1-D arrays")
-        if np.size(side_f) and not (np.min(side_f) >= 0 and np.max(side_f) < n_families):
-            raise ValueError(f"ProbeSnapshot.side_families: ids must be in [0, {n_families})")
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,7 +67,6 @@ class ProbeResults:
     errors: tuple[str, ...]  # [m], "" where ok
     step: IntArray  # int64 [m], the snapshot step the probe was started at
     elapsed_s: FloatArray  # float64 [m], seconds from start to result (or to the timeout)
-    side: BoolArray  # bool [m], a side probe (ProbeSnapshot.side_families), off the curves
 
     def __len__(self) -> int:
         return int(self.families.shape[0])
@@ -143,5 +125,4 @@ def empty_results() -> ProbeResults:
         errors=(),
         step=z.copy(),
         elapsed_s=np.zeros(0),
-        side=np.zeros(0, dtype=bool),
     )

@@ -81,7 +81,6 @@ class _Call:
     tier: int
     step: int
     submitted: float
-    side: bool = False
     started: float | None = None
     future: Future[Any] | None = None
     abandoned: bool = False
@@ -91,9 +90,7 @@ class ProbeRunner:
     """Runs ``probe_fn(family_name, tier) -> score | (score, n)`` in rounds, in threads
     (or on any ``executor``, such as ``RayProbeExecutor``: the same timeouts and backoff).
 
-    Each round probes up to ``budget`` families at their snapshot tier, by priority, and up
-    to ``side_budget`` (default: ``budget``) of the snapshot's side targets in their order
-    (0 turns side probes off).
+    Each round probes up to ``budget`` families at their snapshot tier, by priority.
 
     >>> runner = ProbeRunner(probe_fn, catalog.family_names, budget=8, every_steps=50)
     >>> runner.maybe_run(snapshot)          # training thread, between steps
@@ -114,7 +111,6 @@ class ProbeRunner:
         max_attempts: int = 3,
         every_steps: int | None = None,
         priority: PriorityWeights | None = None,
-        side_budget: int | None = None,
         executor: ProbeExecutor | None = None,
     ) -> None:
         checks: tuple[tuple[str, object, bool, str], ...] = (
@@ -130,7 +126,6 @@ class ProbeRunner:
             ),
             ("max_attempts", max_attempts, max_attempts >= 1, "must be >= 1"),
             ("every_steps", every_steps, every_steps is None or every_steps >= 1, "must be >= 1"),
-            ("side_budget", side_budget, side_budget is None or side_budget >= 0, "must be >= 0"),
         )
         for name, value, ok, rule in checks:
             if not ok:
@@ -138,7 +133,6 @@ class ProbeRunner:
         self.probe_fn = probe_fn
         self.family_names = tuple(family_names)
         self.budget = int(budget)
-        self.side_budget = self.budget if side_budget is None else int(side_budget)
         self.timeout_s = float(timeout_s)
         self.retry_backoff_s = float(retry_backoff_s)
         self.max_backoff_s = float(max_backoff_s)
@@ -150,10 +144,9 @@ class ProbeRunner:
         self._fail_streak = np.zeros(n, dtype=np.int64)  # int64 [n_families], failed in a row
         self._next_ok = np.zeros(n, dtype=np.float64)  # float64 [n_f], monotonic time eligible
         self._in_flight = np.zeros(n, dtype=bool)  # bool [n_families], a call not yet returned
-        self._side_in_flight: set[tuple[int, int]] = set()  # (family, tier) side calls
         self._calls: dict[int, _Call] = {}
         self._next_id = 0
-        self._inbox: list[tuple[int, int, float, int, bool, str, int, float, bool]] = []
+        self._inbox: list[tuple[int, int, float, int, bool, str, int, float]] = []
         self._snapshot: ProbeSnapshot | None = None
         self._last_round_step: int | None = None
         self._stopped = False
@@ -203,11 +196,6 @@ class ProbeRunner:
                 self._calls[self._next_id] = _Call(f, t, int(snapshot.step), now)
                 ids.append(self._next_id)
                 self._next_id += 1
-            for f, t in self._side_calls(snapshot, ready):
-                self._side_in_flight.add((f, t))
-                self._calls[self._next_id] = _Call(f, t, int(snapshot.step), now, side=True)
-                ids.append(self._next_id)
-                self._next_id += 1
         for call_id in ids:
             self._submit(call_id)
         return chosen
@@ -218,27 +206,10 @@ class ProbeRunner:
         hung verifier would count one failure however long it hangs, and its breaker
         would never open."""
         for call in self._calls.values():
-            if call.abandoned and not call.side and ready[call.family]:
+            if call.abandoned and ready[call.family]:
                 self._counters["timed_out"] += 1
                 hung = now - (call.started if call.started is not None else call.submitted)
                 self._post(call, None, f"timeout: still no result after {hung:.3g}s", now)
-
-    def _side_calls(self, snapshot: ProbeSnapshot, ready: BoolArray) -> list[tuple[int, int]]:
-        """The snapshot's side targets to start now, in its order: families not backing off
-        or blocked, no such probe in flight, at most ``side_budget`` (lock held)."""
-        if snapshot.side_families is None or snapshot.side_tiers is None or not self.side_budget:
-            return []
-        calls: list[tuple[int, int]] = []
-        for f, t in zip(
-            np.asarray(snapshot.side_families, dtype=np.int64).tolist(),
-            np.asarray(snapshot.side_tiers, dtype=np.int64).tolist(),
-            strict=True,
-        ):
-            if len(calls) == self.side_budget:
-                break
-            if ready[f] and (f, t) not in self._side_in_flight and (f, t) not in calls:
-                calls.append((f, t))
-        return calls
 
     def _submit(self, call_id: int) -> None:
         call = self._calls[call_id]
@@ -293,11 +264,8 @@ class ProbeRunner:
                     self._post(call, None, f"bad return value: {bad}", now)
 
     def _release(self, call: _Call) -> None:
-        """The call no longer occupies its family (or its side slot); lock held."""
-        if call.side:
-            self._side_in_flight.discard((call.family, call.tier))
-        else:
-            self._in_flight[call.family] = False
+        """The call no longer occupies its family; lock held."""
+        self._in_flight[call.family] = False
 
     def _post(self, call: _Call, value: tuple[float, int] | None, error: str, now: float) -> None:
         """Put one result in the inbox and update the family's backoff (lock held)."""
@@ -323,7 +291,7 @@ class ProbeRunner:
                 wait,
                 error,
             )
-        row = (f, call.tier, score, n, value is not None, error, call.step, elapsed, call.side)
+        row = (f, call.tier, score, n, value is not None, error, call.step, elapsed)
         self._inbox.append(row)
 
     def _reap(self) -> None:
@@ -355,7 +323,7 @@ class ProbeRunner:
             rows, self._inbox = self._inbox, []
         if not rows:
             return empty_results()
-        f, t, s, n, ok, err, step, el, side = zip(*rows, strict=True)
+        f, t, s, n, ok, err, step, el = zip(*rows, strict=True)
         return ProbeResults(
             families=np.array(f, dtype=np.int64),
             tiers=np.array(t, dtype=np.int64),
@@ -365,7 +333,6 @@ class ProbeRunner:
             errors=tuple(err),
             step=np.array(step, dtype=np.int64),
             elapsed_s=np.array(el, dtype=np.float64),
-            side=np.array(side, dtype=bool),
         )
 
     @property
@@ -396,12 +363,6 @@ class ProbeRunner:
             last_probe_step=np.array(snapshot.last_probe_step, dtype=np.int64),
             change=np.array(snapshot.change, dtype=np.float64),
             allowed=None if snapshot.allowed is None else np.array(snapshot.allowed, dtype=bool),
-            side_families=None
-            if snapshot.side_families is None
-            else np.array(snapshot.side_families, dtype=np.int64),
-            side_tiers=None
-            if snapshot.side_tiers is None
-            else np.array(snapshot.side_tiers, dtype=np.int64),
         )
         with self._lock:
             self._snapshot = copy

@@ -162,9 +162,8 @@ class RunRecorder:
         self._reported.append(reported)
 
     def on_probes(self, probes: ProbesRecorded) -> None:
-        """Keep the probes that make curve points; side probes (a left tier, a look-ahead)
-        stay off the stored curves, as they stay off the scheduler's."""
-        if not probes.side and len(probes):
+        """Keep the probes of the step, to store with it."""
+        if len(probes):
             self._probed.append(probes)
 
     def before_batch(self, step: int) -> None:

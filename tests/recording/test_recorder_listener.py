@@ -70,8 +70,8 @@ def test_probes_from_the_async_runner_are_read_back_from_a_sqlite_store(tmp_path
         want = [
             (step, int(t), float(s))
             for step, r in rounds
-            for fam, t, s, ok, side in zip(r.families, r.tiers, r.scores, r.ok, r.side, strict=True)
-            if fam == f and ok and not side  # side probes stay off the curves
+            for fam, t, s, ok in zip(r.families, r.tiers, r.scores, r.ok, strict=True)
+            if fam == f and ok
         ]
         assert want, cat.family_names[f]
         curve = store.probe_curve(info.run_id, f)
@@ -159,7 +159,7 @@ def test_a_listener_gets_frozen_copies_of_what_was_applied() -> None:
     with pytest.raises(ValueError, match="read-only"):
         got.reward[0] = 5.0
     (probes,) = keeper.probes
-    assert probes.step == 0 and not probes.side
+    assert probes.step == 0
     assert probes.families.tolist() == [0, 2] and probes.tiers.tolist() == [1, 0]
     assert probes.n.tolist() == [4, 8]
     assert keeper.boundaries == [0, 1]

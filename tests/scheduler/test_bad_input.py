@@ -359,7 +359,6 @@ def test_a_drain_holding_two_rounds_of_one_family_is_recorded_in_order() -> None
         errors=("", "", ""),
         step=np.array([0, 1, 1]),
         elapsed_s=np.zeros(3),
-        side=np.zeros(3, dtype=bool),
     )
     once = _played()
     once.record_probes([2, 5], [0.3, 0.5], tiers=[0, 0], n=[8, 8])

@@ -77,21 +77,20 @@ def test_wall_clock_probes_are_applied_between_steps() -> None:
 
 
 def test_successful_probes_never_count_against_the_breakers() -> None:
-    """Main and side probes that succeed keep every breaker closed, however many rounds;
-    a failed one counts, whichever kind it was."""
+    """Probes that succeed keep every breaker closed, however many rounds, at whatever
+    tier; a failed one counts."""
     cat = Catalog.synthetic(1, 3, 3)
     sched = Scheduler(
         cat, "uniform", config=SchedulerConfig(breakers=BreakerConfig(probe_failures=2))
     )
     fams = np.array([0, 1, 2, 0])
-    side = np.array([False, False, False, True])
 
     def results(ok: list[bool]) -> ProbeResults:
         good = np.array(ok)
         return ProbeResults(
             families=fams, tiers=np.array([0, 0, 0, 1]), scores=np.where(good, 0.5, np.nan),
             n=np.where(good, 16, 0), ok=good, errors=tuple("" if g else "boom" for g in ok),
-            step=np.zeros(4, dtype=np.int64), elapsed_s=np.zeros(4), side=side,
+            step=np.zeros(4, dtype=np.int64), elapsed_s=np.zeros(4),
         )  # fmt: skip
 
     for _ in range(4):

@@ -29,8 +29,6 @@ def _snap(step: int = 100, last: list[int] | None = None, **kw: object) -> Probe
         last_probe_step=np.asarray(last if last is not None else [step] * n, dtype=np.int64),
         change=np.asarray(kw.get("change", np.zeros(n)), dtype=np.float64),
         allowed=None if kw.get("allowed") is None else np.asarray(kw["allowed"], dtype=bool),
-        side_families=None if kw.get("side") is None else np.asarray(kw["side"])[:, 0],
-        side_tiers=None if kw.get("side") is None else np.asarray(kw["side"])[:, 1],
     )
 
 
@@ -249,42 +247,3 @@ def test_bad_settings_name_the_field() -> None:
     with pytest.raises(ConfigError, match="every_steps: not set"):
         runner.maybe_run(_snap())
     assert runner.stop()
-
-
-def test_side_targets_are_probed_besides_within_their_own_budget(no_leaked_threads: None) -> None:
-    """Side targets (a left tier, the tier above) run in the snapshot's order, up to
-    ``side_budget``, even for a family whose own probe is in flight; not for a family that
-    is blocked; their results say so, so the scheduler keeps them off the curves."""
-    calls: list[tuple[str, int]] = []
-
-    def probe(name: str, tier: int) -> tuple[float, int]:
-        calls.append((name, tier))
-        return 0.5, 16
-
-    allowed = np.ones(8, dtype=bool)
-    allowed[3] = False
-    side = [[3, 2], [0, 2], [0, 2], [1, 0], [2, 1]]  # family 3 blocked; (0, 2) repeated
-    with ProbeRunner(probe, NAMES, budget=1, side_budget=2, timeout_s=2.0) as runner:
-        chosen = runner.run_round(_snap(last=[-1] + [100] * 7, allowed=allowed, side=side))
-        assert chosen.tolist() == [0]
-        got = _collect(runner, lambda g: _count(g) == 3)
-    flags = {
-        (int(f), int(t)): bool(s)
-        for r in got
-        for f, t, s in zip(r.families, r.tiers, r.side, strict=True)
-    }
-    assert flags == {(0, 0): False, (0, 2): True, (1, 0): True}
-    assert sorted(calls) == [("fam0", 0), ("fam0", 2), ("fam1", 0)]
-    with ProbeRunner(probe, NAMES, budget=1, side_budget=0, timeout_s=2.0) as off:
-        off.run_round(_snap(side=side))
-        got = _collect(off, lambda g: _count(g) == 1)
-    assert not any(r.side.any() for r in got)
-
-
-def test_a_snapshot_with_misaligned_side_targets_is_refused() -> None:
-    with pytest.raises(ValueError, match="side_families"):
-        _snap(side=[[9, 0]]).validate(len(NAMES))
-    bad = ProbeSnapshot(1, *(_snap().tiers, _snap().weights, _snap().last_probe_step),
-                        np.zeros(8), side_families=np.array([1]), side_tiers=None)  # fmt: skip
-    with pytest.raises(ValueError, match="aligned"):
-        bad.validate(len(NAMES))
