@@ -56,9 +56,13 @@ def test_a_gameable_family_is_flagged_and_gets_almost_nothing() -> None:
     assert sched.skill is not None
     hackable = learner.family_kind == FamilyKind.HACKABLE
     hacked = sched.skill.hacked()
-    assert hacked[hackable].mean() >= 0.6
+    # A gamed reward passes at every tier, so the flat test (idle) may hold a hackable
+    # family back before the hacking test has the probe rounds to speak; either way it
+    # is held back, and what counts is how little it is trained.
+    assert sched.held_back()[hackable].mean() >= 0.8
+    assert hacked[hackable].mean() >= 0.2
     assert hacked[~hackable].mean() <= 0.05
-    assert late[hackable].sum() < 0.5 * hackable.mean()  # under half their uniform share
+    assert late[hackable].sum() < 0.2 * hackable.mean()  # under a fifth of their uniform share
 
 
 @pytest.mark.slow
