@@ -125,44 +125,6 @@ def project_quotas(
     return result
 
 
-_DENSE_LIMIT = 4_000_000  # breakpoints x domains above which bisection replaces the sweep
-
-
-def _domain_shares(
-    w: FloatArray, domain_of_family: IntArray, lo: FloatArray, hi: FloatArray, cap: FloatArray
-) -> FloatArray:
-    """Solve sum_d clip(S_d(c), lo_d, hi_d) = 1 for the domain shares.
-
-    S_d(c) is piecewise linear with a breakpoint where a family reaches its cap (c = cap/w).
-    The sweep evaluates the sum at every breakpoint at once ([breakpoints x domains] cumulative
-    sums), finds the segment that crosses 1, where every S_d is linear, and solves that segment
-    exactly with ``waterfill``. Very large catalogs fall back to bisection on log c.
-    """
-    n_domains = lo.shape[0]
-    pos = np.flatnonzero(w > 0)
-    if pos.size * n_domains > _DENSE_LIMIT:
-        return _domain_shares_bisect(w, domain_of_family, lo, hi, cap)
-    breaks = cap[pos] / w[pos]
-    order = np.argsort(breaks, kind="stable")
-    fam = pos[order]
-    c = breaks[order]
-    dom = domain_of_family[fam]
-    rows = np.arange(fam.size)
-    saturated_cap = np.zeros((fam.size, n_domains))
-    saturated_cap[rows, dom] = cap[fam]
-    np.cumsum(saturated_cap, axis=0, out=saturated_cap)
-    saturated_w = np.zeros((fam.size, n_domains))
-    saturated_w[rows, dom] = w[fam]
-    np.cumsum(saturated_w, axis=0, out=saturated_w)
-    total_w = np.bincount(dom, weights=w[fam], minlength=n_domains)
-    held = c[:, None] * (total_w - saturated_w) + saturated_cap
-    reached = np.flatnonzero(np.clip(held, lo, hi).sum(axis=1) >= 1.0 - 1e-12)
-    k = int(reached[0]) if reached.size else fam.size
-    alpha = total_w - (saturated_w[k - 1] if k > 0 else 0.0)
-    beta = saturated_cap[k - 1] if k > 0 else np.zeros(n_domains)
-    return _solve_segment(alpha, beta, lo, hi)
-
-
 def _solve_segment(
     alpha: FloatArray, beta: FloatArray, lo: FloatArray, hi: FloatArray
 ) -> FloatArray:
@@ -180,12 +142,17 @@ def _solve_segment(
     return normalised
 
 
-def _domain_shares_bisect(
+def _domain_shares(
     w: FloatArray, domain_of_family: IntArray, lo: FloatArray, hi: FloatArray, cap: FloatArray
 ) -> FloatArray:
-    """The sweep's answer without its [breakpoints x domains] matrices: a binary search over
-    the sorted breakpoints for the segment that crosses 1 (log2 of the families' count
-    passes of one ``bincount`` each), then the same exact solve on that segment."""
+    """Solve sum_d clip(S_d(c), lo_d, hi_d) = 1 for the domain shares.
+
+    S_d(c) = sum_f min(cap_f, c * w_f) is piecewise linear with a breakpoint where a family
+    reaches its cap (c = cap/w). A binary search over the sorted breakpoints finds the
+    segment that crosses 1 (log2 of the families' count passes of one ``bincount`` each),
+    where every S_d is linear, and ``_solve_segment`` solves it exactly. (A sweep over every
+    breakpoint at once, a [breakpoints x domains] cumulative sum, was as fast at 50
+    families and 14x slower at 1,000 families in 100 domains.)"""
     n_domains = lo.shape[0]
     pos = np.flatnonzero(w > 0)
     breaks = cap[pos] / w[pos]
