@@ -8,6 +8,8 @@ arms a probe touched.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -45,7 +47,9 @@ class ProbeEvidence:
             self._bounds[0][arm] = low
             self._bounds[1][arm] = high
 
-    def _interval(self, score: FloatArray, n: IntArray) -> tuple[FloatArray, FloatArray]:
+    def _interval(
+        self, score: FloatArray, n: npt.NDArray[np.integer[Any]]
+    ) -> tuple[FloatArray, FloatArray]:
         items = n.astype(np.float64)
         return binomial_interval(score * items, items, self.config.confidence)
 

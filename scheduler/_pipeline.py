@@ -57,6 +57,7 @@ class WeightPipeline:
         self.computed_at = -(10**9)  # the step of the latest computation
         self.episodes_since = 0  # episodes reported since then
         self._refresh_after = max(1.0, config.refresh_per_family * catalog.n_families)
+        self._any_separate = bool(catalog.tier_separate.any())
 
     # ------------------------------------------------------------------ staleness
     def reported(self, episodes: int) -> None:
@@ -128,7 +129,8 @@ class WeightPipeline:
         self.weights = weights
         cdf = np.cumsum(weights.family)
         self.cdf = cdf / cdf[-1]
-        self.tier_cdf = np.cumsum(weights.tier)
+        # only separate-skill families draw from it (a ladder's tier comes from the skill model)
+        self.tier_cdf = np.cumsum(weights.tier) if self._any_separate else None
         self.computed_at = step
         self.episodes_since = 0
 

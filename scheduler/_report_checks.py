@@ -294,7 +294,9 @@ def family_id(catalog: Catalog, family: Any) -> int:
     raise ReportError([f"probe: unknown family id {_show(family)}"])
 
 
-_MAX_STEP = 2**62  # a step must fit int64 arrays with room to add to it
+# a probe's step and item count must fit the probe curves' int32 slots
+_MAX_STEP = 2**31 - 1
+_MAX_ITEMS = 2**31 - 1
 
 
 def parse_probes(
@@ -358,6 +360,10 @@ def parse_probes(
     bad_s = ~np.isfinite(sc) | (sc < 0) | (sc > 1)
     problems += [f"probe[{i}].score: must be in [0, 1], got {sc[i]}" for i in np.flatnonzero(bad_s)]
     problems += [f"probe[{i}].n: must be >= 1, got {nn[i]}" for i in np.flatnonzero(nn < 1)]
+    problems += [
+        f"probe[{i}].n: must be at most {_MAX_ITEMS} items, got {nn[i]}"
+        for i in np.flatnonzero(nn > _MAX_ITEMS)
+    ]
     ok = ~bad_f & ~bad_t
     if ok.any():
         arm = np.where(ok, catalog.arm_start[fam_ok] + np.where(ok, tr, 0), -1)

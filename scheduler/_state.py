@@ -11,6 +11,7 @@ from ._statecheck import compare, finite_like, non_negative, rule
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
 
 _FLOAT_FIELDS = (
@@ -45,9 +46,11 @@ class ArmStats:
         self.fast = fast
         self.slow = slow
         self.n_arms = n_arms
-        self.count: IntArray = np.zeros(n_arms, dtype=np.int64)
-        self.process_count: IntArray = np.zeros(n_arms, dtype=np.int64)
-        self.last_step: IntArray = np.full(n_arms, -1, dtype=np.int64)
+        # counts and steps in 32 bits (2 billion episodes of one arm, or steps, is beyond
+        # any run; a checkpoint past it is refused by the structural check)
+        self.count: Int32Array = np.zeros(n_arms, dtype=np.int32)
+        self.process_count: Int32Array = np.zeros(n_arms, dtype=np.int32)
+        self.last_step: Int32Array = np.full(n_arms, -1, dtype=np.int32)
         self.success_fast: FloatArray = np.zeros(n_arms)
         self.success_slow: FloatArray = np.zeros(n_arms)
         self.reward_fast: FloatArray = np.zeros(n_arms)
@@ -55,8 +58,8 @@ class ArmStats:
         self.process_fast: FloatArray = np.full(n_arms, np.nan)
         self.process_slow: FloatArray = np.full(n_arms, np.nan)
         self.probe_score: FloatArray = np.full(n_arms, np.nan)
-        self.probe_n: IntArray = np.zeros(n_arms, dtype=np.int64)
-        self.probe_step: IntArray = np.full(n_arms, -1, dtype=np.int64)
+        self.probe_n: Int32Array = np.zeros(n_arms, dtype=np.int32)
+        self.probe_step: Int32Array = np.full(n_arms, -1, dtype=np.int32)
 
     def _ema(
         self, name: str, touched: IntArray, mean: FloatArray, k: FloatArray, fresh: BoolArray
@@ -97,8 +100,8 @@ class ArmStats:
             never = np.zeros(p_arm.shape[0], dtype=bool)  # nan EMAs start at the mean anyway
             self._ema("process_fast", p_arm, mean, kp, never)
             self._ema("process_slow", p_arm, mean, kp, never)
-            self.process_count[p_arm] += kp.astype(np.int64)
-        self.count[touched] += k.astype(np.int64)
+            self.process_count[p_arm] += kp.astype(np.int32)
+        self.count[touched] += k.astype(np.int32)
         self.last_step[touched] = step
         return touched
 
@@ -141,7 +144,7 @@ class ArmStats:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in _FLOAT_FIELDS + _INT_FIELDS:
-            dtype = np.float64 if name in _FLOAT_FIELDS else np.int64
+            dtype = np.float64 if name in _FLOAT_FIELDS else np.int32
             value = np.asarray(state[name], dtype=dtype)
             if value.shape != (self.n_arms,):
                 raise ValueError(

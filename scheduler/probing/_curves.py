@@ -140,9 +140,11 @@ class _Ring:
 
     def __init__(self, rows: int, window: int) -> None:
         self.window = window
-        self.step = np.zeros((rows, window), dtype=np.int64)  # int64 [rows, window]
+        # steps and item counts fit int32 (a third of the window's memory, its largest part
+        # per family); scores stay float64, exactly as recorded
+        self.step = np.zeros((rows, window), dtype=np.int32)  # int32 [rows, window]
         self.value = np.full((rows, window), np.nan)  # float64 [rows, window]
-        self.n = np.zeros((rows, window), dtype=np.int64)  # int64 [rows, window]
+        self.n = np.zeros((rows, window), dtype=np.int32)  # int32 [rows, window]
         self.valid = np.zeros((rows, window), dtype=bool)  # bool [rows, window]
         self.count = np.zeros(rows, dtype=np.int64)  # int64 [rows], points ever
         self.fresh = np.zeros(rows, dtype=np.int64)  # int64 [rows], points since the last reset
@@ -164,7 +166,7 @@ class _Ring:
     def xy(self) -> tuple[FloatArray, FloatArray]:
         """Steps and values as float arrays with NaN at invalid slots."""
         x = np.where(self.valid, self.step.astype(np.float64), np.nan)
-        y = np.where(self.valid, self.value, np.nan)
+        y = np.where(self.valid, self.value.astype(np.float64), np.nan)
         return x, y
 
     def slope(self, min_points: int, alpha: float) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -182,7 +184,9 @@ class _Ring:
     def pooled(self) -> tuple[FloatArray, FloatArray]:
         """Successes and trials summed over the valid window: sum(value * n), sum(n)."""
         w = np.where(self.valid, self.n, 0).astype(np.float64)
-        return (np.where(self.valid, self.value, 0.0) * w).sum(axis=1), w.sum(axis=1)
+        return (np.where(self.valid, self.value.astype(np.float64), 0.0) * w).sum(axis=1), w.sum(
+            axis=1
+        )
 
     def halves(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """Pooled (successes, trials) of the older and the newer half of each row's valid
@@ -195,7 +199,7 @@ class _Ring:
         early = self.valid & (rank < m // 2)
         late = self.valid & (rank >= m - m // 2)
         w = self.n.astype(np.float64)
-        ks = np.where(self.valid, self.value, 0.0) * w
+        ks = np.where(self.valid, self.value.astype(np.float64), 0.0) * w
         return (
             np.where(early, ks, 0.0).sum(axis=1),
             np.where(early, w, 0.0).sum(axis=1),
@@ -206,7 +210,7 @@ class _Ring:
     def mean(self) -> FloatArray:
         """Unweighted mean of the valid values (NaN for an empty row)."""
         k = self.valid.sum(axis=1)
-        s = np.where(self.valid, self.value, 0.0).sum(axis=1)
+        s = np.where(self.valid, self.value.astype(np.float64), 0.0).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(k > 0, s / np.maximum(k, 1), np.nan)
 
@@ -547,9 +551,9 @@ class ProbeCurves:
             raise _fail(f"history: family must be in [0, {self.n_families}), got {family}")
         slots = self._ring.ordered(family)
         return (
-            self._ring.step[family, slots].copy(),
+            self._ring.step[family, slots].astype(np.int64),
             self._ring.value[family, slots].copy(),
-            self._ring.n[family, slots].copy(),
+            self._ring.n[family, slots].astype(np.int64),
         )
 
     # State ---------------------------------------------------------------------------------

@@ -117,7 +117,10 @@ def test_the_breakpoint_search_matches_root_finding_on_the_domain_shares() -> No
         if lo.sum() > 1 or hi.sum() < 1:
             continue
 
-        def held(log_c: float) -> np.ndarray:
+        def held(
+            log_c: float, dof: np.ndarray = dof, w: np.ndarray = w, cap: np.ndarray = cap,
+            lo: np.ndarray = lo, hi: np.ndarray = hi, n_dom: int = n_dom,
+        ) -> np.ndarray:  # fmt: skip
             s_d = np.bincount(dof, np.minimum(cap, np.exp(log_c) * w), n_dom)
             return np.clip(s_d, lo, hi)
 

@@ -158,7 +158,7 @@ BAD_STATES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "float counts",
         _set("stats.count", lambda a: a + 0.5),
-        r"stats\.count: must be an array of int64",
+        r"stats\.count: must be an array of int32",
     ),
     ("breaker state 7", _set("breakers.state", _at(0, 7)), r"breakers\.state"),
     ("retry of an unknown arm", _set("retries.arm", np.array([999])), "retries"),
@@ -668,3 +668,20 @@ def test_a_field_added_to_a_component_is_checked_with_no_new_check(
             state["skill"]["extra"] = value
         with pytest.raises(ConfigError, match=match):
             Scheduler(_catalog(), "exp3s", seed=2).load_state_dict(state)
+
+
+def test_a_probe_too_large_for_the_curves_is_refused() -> None:
+    """The curves keep steps and item counts in 32 bits: a probe or a state beyond that is
+    refused, never wrapped around."""
+    sched = _played()
+    before = _snapshot(sched)
+    with pytest.raises(ReportError, match=r"n: must be at most 2147483647 items"):
+        sched.record_probes([0], [0.5], n=[2**31])
+    with pytest.raises(ReportError, match=r"step: must be an integer step in \[0, 2147483647\]"):
+        sched.record_probes([0], [0.5], n=[8], step=2**31)
+    assert _snapshot(sched) == before
+    state = sched.state_dict()
+    ring = state["curves"]["ring"]
+    ring["step"] = np.full(ring["step"].shape, 2**31, dtype=np.int64)
+    with pytest.raises(ConfigError, match=r"curves\.ring\.step: values outside int32"):
+        Scheduler(_catalog(), "exp3s", seed=2).load_state_dict(state)
