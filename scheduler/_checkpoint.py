@@ -366,7 +366,7 @@ def apply_state(sched: Scheduler, state: dict[str, Any]) -> None:
     sched.breakers.load_state_dict(state["breakers"])
     sched.retries.load_state_dict(state["retries"])
     sched.curves.load_state_dict(state["curves"])
-    sched.variants.cursor = np.asarray(state["cursor"], dtype=np.int64).copy()
+    sched.variants.cursor = np.asarray(state["cursor"], dtype=np.int32).copy()
     sched.costs.load_state_dict(state)
     sched.pipeline.load_state_dict(state)
     sched.seed = sched.variants.seed = int(state["seed"])

@@ -153,8 +153,8 @@ class Scheduler:
         return self.costs.cost
 
     @property
-    def cursor(self) -> IntArray:
-        """int64 [n_arms]: draws of each arm so far (``VariantCursor``)."""
+    def cursor(self) -> npt.NDArray[np.int32]:
+        """int32 [n_arms]: draws of each arm so far (``VariantCursor``)."""
         return self.variants.cursor
 
     @property

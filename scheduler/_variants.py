@@ -80,7 +80,8 @@ class VariantCursor:
     def __init__(self, pool_size: IntArray, seed: int) -> None:
         self._pool_size = pool_size
         self.seed = int(seed)
-        self.cursor: IntArray = np.zeros(pool_size.shape[0], dtype=np.int64)
+        # int32: 2 billion draws of one arm is beyond any run (a checkpoint past it is refused)
+        self.cursor: npt.NDArray[np.int32] = np.zeros(pool_size.shape[0], dtype=np.int32)
 
     def take(self, arm: IntArray) -> IntArray:
         """The variants of tasks drawn at ``arm`` (repeats of an arm get consecutive
@@ -92,7 +93,7 @@ class VariantCursor:
         first = np.searchsorted(ordered, ordered, side="left")
         rank = np.empty_like(arm)
         rank[order] = np.arange(arm.shape[0]) - first
-        position = self.cursor[arm] + rank
+        position = self.cursor[arm].astype(np.int64) + rank
         size = self._pool_size[arm]
         variant = permuted_index(position % size, size, arm, position // size, self.seed)
         last = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))
