@@ -152,15 +152,6 @@ class Scheduler:
         """float64 [n_families]: learned seconds per episode (``CostModel``)."""
         return self.costs.cost
 
-    @property
-    def cursor(self) -> npt.NDArray[np.int32]:
-        """int32 [n_arms]: draws of each arm so far (``VariantCursor``)."""
-        return self.variants.cursor
-
-    @property
-    def compute_ratio(self) -> FloatArray:
-        return self.pipeline.compute_ratio
-
     def view(self) -> ArmView:
         """A read-only view of the state, as policies see it."""
 
