@@ -11,15 +11,15 @@ every 25 steps, when every family has had a quarter of an episode more on averag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from domains import Catalog
-from policies import SkillConfig, TierConfig, project_quotas_compute, smooth
+from policies import project_quotas_compute, smooth
 
+from ._config import SchedulerConfig
 from ._events import Event
 from ._evidence import ProbeEvidence
 from ._flags import FlagBoard
@@ -32,19 +32,10 @@ IntArray = npt.NDArray[np.int64]
 _RELAX_ROUNDS = 40  # doublings of the flagged caps tried before the quotas give up
 
 
-@dataclass(frozen=True)
-class PipelineConfig:
-    temperature: float
-    exploration_floor: float
-    refresh_per_family: float
-    tiers: TierConfig
-    skill: SkillConfig
-
-
 class WeightPipeline:
     """Owns the current Weights, their CDFs, and when to recompute them."""
 
-    def __init__(self, catalog: Catalog, config: PipelineConfig, gates: Gates) -> None:
+    def __init__(self, catalog: Catalog, config: SchedulerConfig, gates: Gates) -> None:
         self._catalog = catalog
         self.config = config
         self.gates = gates

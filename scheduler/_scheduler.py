@@ -52,7 +52,7 @@ from ._follow import CurrentTiers
 from ._gates import Gates
 from ._listeners import Listener, Listeners
 from ._pending import PendingBatches
-from ._pipeline import PipelineConfig, WeightPipeline
+from ._pipeline import WeightPipeline
 from ._report_checks import Columns, family_id, parse_columns, parse_outcomes, parse_probes
 from ._retries import RetryQueue
 from ._snapshot import SchedulerSnapshot
@@ -112,17 +112,7 @@ class Scheduler:
         self.gates = Gates(
             catalog, self.breakers, max_repeats=cfg.max_repeats, epoch_episodes=cfg.epoch_episodes
         )
-        self.pipeline = WeightPipeline(
-            catalog,
-            PipelineConfig(
-                temperature=cfg.temperature,
-                exploration_floor=cfg.exploration_floor,
-                refresh_per_family=cfg.refresh_per_family,
-                tiers=cfg.tiers,
-                skill=cfg.skill,
-            ),
-            self.gates,
-        )
+        self.pipeline = WeightPipeline(catalog, cfg, self.gates)
         self.curves = ProbeCurves.from_catalog(catalog, window=cfg.probe_window)
         self.retries = RetryQueue(
             catalog.family_of_arm, max_retries=cfg.max_retries, max_share=cfg.retry_share
