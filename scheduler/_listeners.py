@@ -26,7 +26,8 @@ IntArray = npt.NDArray[np.int64]
 _A = TypeVar("_A", bound=npt.NDArray[np.generic])
 
 
-def _frozen(a: _A) -> _A:
+def frozen_copy(a: _A) -> _A:
+    """A read-only copy: what a consumer of the scheduler's state gets."""
     out: _A = a.copy()
     out.flags.writeable = False
     return out
@@ -116,15 +117,15 @@ class Listeners:
         reward, success, process, cost, status = columns
         reported = Reported(
             step=int(step),
-            arm=_frozen(arm),
-            family=_frozen(self._catalog.family_of_arm[arm]),
-            tier=_frozen(self._catalog.tier_of_arm[arm]),
-            variant=_frozen(variant),
-            reward=_frozen(reward),
-            success=_frozen(success),
-            process=_frozen(process),
-            cost=_frozen(cost),
-            status=_frozen(status),
+            arm=frozen_copy(arm),
+            family=frozen_copy(self._catalog.family_of_arm[arm]),
+            tier=frozen_copy(self._catalog.tier_of_arm[arm]),
+            variant=frozen_copy(variant),
+            reward=frozen_copy(reward),
+            success=frozen_copy(success),
+            process=frozen_copy(process),
+            cost=frozen_copy(cost),
+            status=frozen_copy(status),
         )
         for listener in list(self._items):
             listener.on_report(reported)
@@ -138,10 +139,10 @@ class Listeners:
         start = time.perf_counter()
         probes = ProbesRecorded(
             step=int(step),
-            families=_frozen(family),
-            tiers=_frozen(tier),
-            scores=_frozen(score),
-            n=_frozen(n),
+            families=frozen_copy(family),
+            tiers=frozen_copy(tier),
+            scores=frozen_copy(score),
+            n=frozen_copy(n),
         )
         for listener in list(self._items):
             listener.on_probes(probes)

@@ -8,13 +8,14 @@ are the read-only ``CurveView`` a policy sees. Derived flags are computed once h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from policies import CurveView
 
+from ._listeners import frozen_copy
 from ._weights import Weights
 
 if TYPE_CHECKING:
@@ -25,19 +26,13 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    out = np.array(a, copy=True)
-    out.setflags(write=False)
-    return out
-
-
 @dataclass(frozen=True, eq=False)
 class SchedulerSnapshot:
     step: int  # batches drawn so far
     weights: Weights  # the distribution the next batch is drawn from
     tier: IntArray  # int64 [n_families], current tiers
     cost: FloatArray  # float64 [n_families], learned seconds per episode
-    count: IntArray  # int64 [n_arms], episodes counted
+    count: npt.NDArray[np.int32]  # int32 [n_arms], episodes counted
     success_fast: FloatArray  # float64 [n_arms]
     curves: CurveView  # probe curves per family (read-only protocol)
     domain_probe: FloatArray  # float64 [n_domains], the domains' probe curves' latest point
@@ -50,13 +45,13 @@ class SchedulerSnapshot:
         return cls(
             step=sched.step,
             weights=sched.weights(),
-            tier=_frozen(sched.tiers.tier),
-            cost=_frozen(sched.costs.cost),
-            count=_frozen(sched.stats.count),
-            success_fast=_frozen(sched.stats.success_fast),
+            tier=frozen_copy(sched.tiers.tier),
+            cost=frozen_copy(sched.costs.cost),
+            count=frozen_copy(sched.stats.count),
+            success_fast=frozen_copy(sched.stats.success_fast),
             curves=sched.curves,
-            domain_probe=_frozen(sched.curves.domain_curve()[0]),
-            mastered=_frozen(sched.mastered),
-            held_back=_frozen(sched.held_back()),
-            breakers_open=_frozen(sched.breakers.open_mask),
+            domain_probe=frozen_copy(sched.curves.domain_curve()[0]),
+            mastered=frozen_copy(sched.mastered),
+            held_back=frozen_copy(sched.held_back()),
+            breakers_open=frozen_copy(sched.breakers.open_mask),
         )
