@@ -147,6 +147,7 @@ class SkillModel:
         self.slope_test = np.zeros((5, n))
         self._top = (catalog.n_tiers - 1).astype(np.float64)
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
+        self.version = 0  # bumped by every update: readers of derived flags skip a re-read
         self._chance = catalog.chance_success.astype(np.float64)
 
     # ------------------------------------------------------------------ beliefs
@@ -157,6 +158,10 @@ class SkillModel:
         if self._belief is None:
             self._belief = self._fuse()
         return self._belief
+
+    def _changed(self) -> None:
+        self._belief = None
+        self.version += 1
 
     def _fuse(self) -> tuple[FloatArray, FloatArray]:
         cfg = self.config
@@ -320,7 +325,7 @@ class SkillModel:
         Only the families in the report are touched (indices compressed to them)."""
         if arm.size == 0:
             return
-        self._belief = None
+        self._changed()
         cat = self._catalog
         arms, inverse = np.unique(arm, return_inverse=True)
         n_arm = np.bincount(inverse, minlength=arms.shape[0]).astype(np.float64)
@@ -347,7 +352,7 @@ class SkillModel:
         """Held-out probe readings (``scores`` of ``n`` items) at any tiers."""
         if families.size == 0:
             return
-        self._belief = None
+        self._changed()
         items = n.astype(np.float64)
         self._track_residuals(families, tiers, scores * items, items)
         touched, owner = distinct(families, self._catalog.n_families)
@@ -493,4 +498,4 @@ class SkillModel:
                 raise ValueError(f"skill.{name}: counts must be >= 0")
         for name, value in loaded.items():
             setattr(self, name, value)
-        self._belief = None
+        self._changed()
