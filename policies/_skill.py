@@ -320,11 +320,12 @@ class SkillModel:
         return result
 
     # ------------------------------------------------------------------ evidence
-    def observe_training(self, arm: IntArray, success: FloatArray) -> None:
+    def observe_training(self, arm: IntArray, success: FloatArray) -> IntArray:
         """Training outcomes (pass or fail) of these arms; drift added per episode first.
-        Only the families in the report are touched (indices compressed to them)."""
+        Only the families in the report are touched (indices compressed to them); returns
+        them, sorted and distinct."""
         if arm.size == 0:
-            return
+            return np.zeros(0, dtype=np.int64)
         self._changed()
         cat = self._catalog
         arms, inverse = np.unique(arm, return_inverse=True)
@@ -345,6 +346,7 @@ class SkillModel:
         mu, _ = self.belief_at(families)
         rate = 1.0 - (1.0 - 1.0 / max(self.config.patience, 1)) ** per_family
         self.slow_mu[families] += rate * (mu - self.slow_mu[families])
+        return families
 
     def observe_probes(
         self, families: IntArray, tiers: IntArray, scores: FloatArray, n: IntArray

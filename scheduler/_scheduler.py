@@ -373,18 +373,13 @@ class Scheduler:
         reward, success, process, cost, status = columns
         family = cat.family_of_arm[arm]
         counted = (status == _OK) | (status == _FAILED)
-        if counted.all():
-            a, fam, succ = arm, family, success
-            reward01 = (reward - cat.reward_low[fam]) / self._reward_span[fam]
-            proc = process
-        else:
-            a, fam, succ = arm[counted], family[counted], success[counted]
-            reward01 = (reward[counted] - cat.reward_low[fam]) / self._reward_span[fam]
-            proc = process[counted]
+        a, fam, succ, rew, proc = arm, family, success, reward, process
+        if not counted.all():  # (all counted is the common case: no copies then)
+            a, fam, succ, rew, proc = (x[counted] for x in (arm, family, success, reward, process))
+        reward01 = (rew - cat.reward_low[fam]) / self._reward_span[fam]
         touched = self.stats.update(step, a, succ, reward01, proc)
-        if a.size:
-            self.skill.observe_training(a, succ)
-            self._events += self.tiers.follow(self.skill, distinct(fam, cat.n_families)[0], step)
+        trained = self.skill.observe_training(a, succ)
+        self._events += self.tiers.follow(self.skill, trained, step)
         if self._observes:
             self.policy.observe(self.view(), self.policy_state, touched)
         self._events += self.costs.learn(step, family, cost)[1]
