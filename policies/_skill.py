@@ -350,15 +350,17 @@ class SkillModel:
 
     def observe_probes(
         self, families: IntArray, tiers: IntArray, scores: FloatArray, n: IntArray
-    ) -> None:
-        """Held-out probe readings (``scores`` of ``n`` items) at any tiers."""
+    ) -> IntArray:
+        """Held-out probe readings (``scores`` of ``n`` items) at any tiers; returns the
+        families they touched, sorted and distinct."""
         if families.size == 0:
-            return
+            return np.zeros(0, dtype=np.int64)
         self._changed()
         items = n.astype(np.float64)
         self._track_residuals(families, tiers, scores * items, items)
         touched, owner = distinct(families, self._catalog.n_families)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
+        return touched
 
     def _test_slope(
         self,

@@ -33,7 +33,6 @@ from policies import (
     Policy,
     SkillModel,
     Stateless,
-    distinct,
     make_policy,
     policy_params,
 )
@@ -441,8 +440,8 @@ class Scheduler:
             c_tier = np.concatenate([tr[ladder], self.tiers.tier[sep]])
         steps = np.full(c_fam.shape[0], at, dtype=np.int64)
         self.curves.record(c_fam, c_score, c_n, steps, tiers=c_tier)
-        self.skill.observe_probes(fam[ladder], tr[ladder], sc[ladder], nn[ladder])
-        self._events += self.tiers.follow(self.skill, distinct(fam[ladder], cat.n_families)[0], at)
+        probed = self.skill.observe_probes(fam[ladder], tr[ladder], sc[ladder], nn[ladder])
+        self._events += self.tiers.follow(self.skill, probed, at)
         self._events += self.flags.refresh(self.skill, at)
         self.pipeline.invalidate()
 
