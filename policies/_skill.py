@@ -65,9 +65,12 @@ class SkillConfig:
     mastered_weight: float = 0.05
     stalled_weight: float = 0.1
     hacked_weight: float = 0.01
+    # and of any family: at most this many uniform shares while others can take the rest
+    # (a few unflagged families must not absorb a batch their learning cannot use)
+    max_weight: float = 16.0
 
     def __post_init__(self) -> None:
-        positive = {"slope": self.slope, "prior_var": self.prior_var}
+        positive = {"slope": self.slope, "prior_var": self.prior_var, "max_weight": self.max_weight}
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"skill.{name}: must be > 0, got {value!r}")

@@ -94,25 +94,32 @@ class Gates:
         return caps
 
     def hold_flagged(
-        self, caps: FloatArray, flag_cap: FloatArray, first: BoolArray | None = None
+        self,
+        caps: FloatArray,
+        flag_cap: FloatArray,
+        first: BoolArray | None = None,
+        ceiling: float = 1.0,
     ) -> FloatArray:
         """Apply the flagged families' caps (``flag_cap``, inf where not flagged), raised
-        evenly in a domain whose ``min_share`` could not be met otherwise. Where every
-        family is flagged and the caps cannot fill a batch, the ``first`` families' caps
-        are raised before the others'."""
+        evenly in a domain whose ``min_share`` could not be met otherwise, and hold every
+        other family to ``ceiling``. Where the caps cannot fill a batch, the ``first``
+        flagged families' caps are raised first, then the ceiling, then every cap evenly."""
         cat = self._catalog
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
-            return caps
-        capped = np.where(flagged, np.minimum(caps, flag_cap), caps)
+            capped = np.minimum(caps, ceiling)
+            return capped if capped.sum() >= 1.0 else fill_to_one(capped, caps)
+        capped = np.where(flagged, np.minimum(caps, flag_cap), np.minimum(caps, ceiling))
         dom = cat.domain_of_family
         free = np.bincount(dom, weights=np.where(flagged, 0.0, capped), minlength=cat.n_domains)
         held = np.bincount(dom, weights=np.where(flagged, capped, 0.0), minlength=cat.n_domains)
         need = cat.domain_min_share * 1.001 - free  # what the flagged ones must hold
         scale = np.where(need > held, need / np.maximum(held, 1e-300), 1.0)[dom]
         result: FloatArray = np.where(flagged, np.minimum(caps, capped * scale), capped)
-        if result.sum() < 1.0 and first is not None:  # everything flagged: these first
+        if result.sum() < 1.0 and first is not None:  # most flagged: these take it first
             result = fill_to_one(result, np.where(first & flagged, caps, result))
+        if result.sum() < 1.0:  # then the unflagged, beyond the ceiling
+            result = fill_to_one(result, np.where(flagged, result, caps))
         if result.sum() < 1.0:  # then relax evenly rather than starve
             result = fill_to_one(result, caps)
         return result

@@ -85,7 +85,12 @@ class WeightPipeline:
         # where every family is flagged, the mastered and the stalled take the spare share
         # first: out-of-reach, flat and hacked families teach nothing
         first = flags.spare_first() | evidence.separate_mastered()
-        caps = self.gates.hold_flagged(base, self._flag_caps(flags, evidence), first=first)
+        caps = self.gates.hold_flagged(
+            base,
+            self._flag_caps(flags, evidence),
+            first=first,
+            ceiling=self.config.skill.max_weight / cat.n_families,
+        )
         for attempt in range(_RELAX_ROUNDS):
             try:
                 family, self.compute_ratio = project_quotas_compute(

@@ -38,3 +38,28 @@ def test_the_others_are_raised_only_when_the_first_ones_cannot_fill_a_batch() ->
     assert held.sum() == pytest.approx(1.0)
     assert held[0] == pytest.approx(0.3)  # the first one at its own ceiling
     np.testing.assert_allclose(held[1:], 0.7 / 3)  # the rest share what is left evenly
+
+
+def test_an_unflagged_family_is_held_to_the_ceiling_while_others_can_take_the_rest() -> None:
+    cat = Catalog.synthetic(1, 10, 2)
+    gates = _gates(cat)
+    caps = np.ones(10)
+    flag_cap = np.full(10, np.inf)
+    flag_cap[2:] = 0.5  # eight flagged families whose caps can hold the rest
+    held = gates.hold_flagged(caps, flag_cap, ceiling=0.2)
+    np.testing.assert_allclose(held[:2], 0.2)
+    np.testing.assert_allclose(held[2:], 0.5)
+    assert gates.hold_flagged(caps, np.full(10, np.inf), ceiling=0.2).tolist() == [0.2] * 10
+
+
+def test_the_ceiling_is_lifted_after_the_first_flagged_families_but_before_the_others() -> None:
+    cat = Catalog.synthetic(1, 4, 2)
+    gates = _gates(cat)
+    caps = np.array([1.0, 0.2, 1.0, 1.0])
+    flag_cap = np.array([np.inf, 0.05, 0.05, 0.05])  # one unflagged, three flagged
+    first = np.array([False, True, False, False])
+    held = gates.hold_flagged(caps, flag_cap, first=first, ceiling=0.1)
+    assert held.sum() == pytest.approx(1.0)
+    assert held[1] == pytest.approx(0.2)  # the first one, raised to its own cap
+    np.testing.assert_allclose(held[2:], 0.05)  # the other flagged ones stay held
+    assert held[0] == pytest.approx(0.7)  # the unflagged one takes the rest, past 0.1
