@@ -75,4 +75,7 @@ def test_learnable_families_climb_and_mastered_ones_are_capped() -> None:
     assert top[kind == FamilyKind.LEARNABLE].mean() > 0.5  # the top tier, from ~0
     mastered = kind == FamilyKind.MASTERED
     assert sched.skill.mastered()[mastered].all()
-    assert late[mastered].sum() < 0.02
+    # Under half their uniform share (0.1). Late in the run nearly every family is mastered
+    # and no family may take over 16 uniform shares, so the spare share goes to the
+    # mastered ones, these included: the flags cannot tell them from the families taught.
+    assert late[mastered].sum() < 0.05
