@@ -15,6 +15,7 @@ from domains import Catalog
 from policies import project_quotas_compute
 from scheduler import Scheduler, Status
 from scheduler._breakers import CLOSED, HALF_OPEN, OPEN, BreakerConfig, CircuitBreakers
+from scheduler._flags import Idle
 from scheduler._memo import ArrayMemo
 from scheduler._report_checks import check_values, value_problems
 
@@ -233,3 +234,30 @@ def test_all_ok_outcomes_take_a_shortcut_to_the_general_result(seed: int, size: 
     for name, value in fast.state_dict().items():
         if name != "config":
             assert np.array_equal(value, getattr(slow, name)), name
+
+
+# ---------------------------------------------------------------------- idle reasons
+class _Reasons:
+    """Stands in for the skill model: three reasons per family, any may hold."""
+
+    def __init__(self, rng: np.random.Generator, n: int) -> None:
+        self.masks = [rng.random(n) < 0.4 for _ in range(3)]
+
+    def out_of_reach(self) -> np.ndarray:
+        return self.masks[0]
+
+    def flat(self) -> np.ndarray:
+        return self.masks[1]
+
+    def stalled(self) -> np.ndarray:
+        return self.masks[2]
+
+
+def test_an_idle_family_takes_the_first_reason_that_holds() -> None:
+    idle = Idle()
+    skill = _Reasons(np.random.default_rng(4), 200)
+    flags = idle.flags(skill)  # type: ignore[arg-type]
+    want = np.select(skill.masks, [1, 2, 3], default=0)
+    assert idle.codes is not None and idle.codes.dtype == np.int8
+    assert np.array_equal(idle.codes, want) and np.array_equal(flags, want > 0)
+    assert set(np.unique(want).tolist()) == {0, 1, 2, 3}
