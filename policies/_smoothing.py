@@ -18,7 +18,8 @@ def smooth(
         raise ValueError(f"temperature must be positive, got {temperature}")
     if not 0.0 <= floor <= 1.0:
         raise ValueError(f"floor must be between 0 and 1, got {floor}")
-    w = np.clip(np.nan_to_num(weights, nan=0.0, posinf=0.0), 0.0, None)
+    finite = np.isfinite(weights).all()  # (then nan_to_num would only copy them)
+    w = np.clip(weights if finite else np.nan_to_num(weights, nan=0.0, posinf=0.0), 0.0, None)
     if temperature != 1.0:
         top = w.max(initial=0.0)
         w = (w / top) ** (1.0 / temperature) if top > 0 else w

@@ -65,8 +65,10 @@ class Idle:
         return self._codes
 
     def flags(self, skill: SkillModel) -> BoolArray:
-        self._codes = np.select(
-            [skill.out_of_reach(), skill.flat(), skill.stalled()], [1, 2, 3], default=0
+        # the first reason that holds (np.select's rule, without its per-call set-up)
+        out_of_reach, flat, stalled = skill.out_of_reach(), skill.flat(), skill.stalled()
+        self._codes = np.where(
+            out_of_reach, 1, np.where(flat, 2, np.where(stalled, _STALLED, 0))
         ).astype(np.int8)
         result: BoolArray = self._codes > 0
         return result

@@ -141,6 +141,7 @@ class PendingBatches:
             "family": self._family_of_arm[arm],
             "tier": self._tier_of_arm[arm],
         }
+        given: dict[str, npt.NDArray[Any]] = {}
         for name, expected in want.items():
             value = getattr(batch, name, None)
             if name == "attempt" and value is None:
@@ -149,6 +150,28 @@ class PendingBatches:
             if got is None or got.shape != expected.shape or got.dtype.kind not in "iu":
                 problems.append(f"batch {step}.{name}: not the array that was drawn")
                 continue
+            given[name] = got
+        # one test of every array for the common case, a batch exactly as it was drawn
+        same = [got == want[name] for name, got in given.items()]
+        if not np.logical_and.reduce(same, axis=None):
+            self._differences(step, given, want, problems)
+        if not problems and drawn.done.any():
+            problems.append(
+                f"batch {step}: {int(drawn.done.sum())} of its {n} tasks were already reported "
+                "as Outcome; report the rest as Outcome too"
+            )
+        return problems
+
+    @staticmethod
+    def _differences(
+        step: int,
+        given: Mapping[str, npt.NDArray[Any]],
+        want: Mapping[str, IntArray],
+        problems: list[str],
+    ) -> None:
+        """A problem for each array of the batch that differs from what was drawn."""
+        for name, got in given.items():
+            expected = want[name]
             differs = got != expected
             if differs.any():
                 i = int(np.flatnonzero(differs)[0])
@@ -156,12 +179,6 @@ class PendingBatches:
                     f"batch {step}.{name}: differs from what was drawn at {int(differs.sum())} "
                     f"tasks (first: task {i}, drawn {int(expected[i])}, got {got[i].item()!r})"
                 )
-        if not problems and drawn.done.any():
-            problems.append(
-                f"batch {step}: {int(drawn.done.sum())} of its {n} tasks were already reported "
-                "as Outcome; report the rest as Outcome too"
-            )
-        return problems
 
     def match(self, arm: IntArray, variant: IntArray, now: int) -> tuple[Matched, list[str]]:
         """The pending rows that outcomes (arm, variant) report: each takes the oldest row

@@ -11,7 +11,7 @@ every 25 steps, when every family has had a quarter of an episode more on averag
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,7 @@ from ._events import Event
 from ._evidence import ProbeEvidence
 from ._flags import FlagBoard
 from ._gates import Gates
+from ._memo import ArrayMemo
 from ._weights import Weights
 
 FloatArray = npt.NDArray[np.float64]
@@ -49,6 +50,8 @@ class WeightPipeline:
         self.episodes_since = 0  # episodes reported since then
         self._refresh_after = max(1.0, config.refresh_per_family * catalog.n_families)
         self._any_separate = bool(catalog.tier_separate.any())
+        self._any_compute = bool(catalog.domain_compute_basis.any())
+        self._projected = ArrayMemo()  # the last quota projection, to skip a repeat of it
 
     # ------------------------------------------------------------------ staleness
     def reported(self, episodes: int) -> None:
@@ -93,7 +96,7 @@ class WeightPipeline:
         )
         for attempt in range(_RELAX_ROUNDS):
             try:
-                family, self.compute_ratio = project_quotas_compute(
+                family, self.compute_ratio = self._project(
                     family * self.gates.factor,
                     cat.domain_of_family,
                     cat.domain_min_share,
@@ -119,6 +122,38 @@ class WeightPipeline:
         )
         self.set(Weights(arm=arm, family=family, domain=domain, tier=tier), step)
         return events
+
+    def _project(
+        self,
+        weight: FloatArray,
+        domain_of_family: IntArray,
+        domain_min: FloatArray,
+        domain_max: FloatArray,
+        caps: FloatArray,
+        cost: FloatArray,
+        compute_basis: npt.NDArray[np.bool_],
+        *,
+        ratio: FloatArray,
+    ) -> tuple[FloatArray, FloatArray]:
+        """``project_quotas_compute``, or its last answer where it is given the same
+        weights and caps (and, with a compute quota, the same costs and warm start: only
+        then does the answer depend on them). The rest are the catalog's fixed arrays."""
+        args = [weight, caps, cost, ratio] if self._any_compute else [weight, caps]
+        known = self._projected.get(args)
+        if known is not None:
+            return cast(FloatArray, known[0]), cast(FloatArray, known[1])
+        family, next_ratio = project_quotas_compute(
+            weight,
+            domain_of_family,
+            domain_min,
+            domain_max,
+            caps,
+            cost,
+            compute_basis,
+            ratio=ratio,
+        )
+        self._projected.put(args, (family, next_ratio))
+        return family, next_ratio
 
     def set(self, weights: Weights, step: int) -> None:
         """Take ``weights`` as current (computed at ``step``) and build their CDFs."""
@@ -237,6 +272,7 @@ class WeightPipeline:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._projected.clear()
         self.compute_ratio = np.asarray(state["compute_ratio"], dtype=np.float64).copy()
         self.quota_short = np.asarray(state["quota_short"], dtype=bool).copy()
         self.gates.factor = np.asarray(state["family_factor"], dtype=np.float64).copy()

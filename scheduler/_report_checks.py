@@ -134,6 +134,33 @@ def check_values(
     """Ranges of parsed outcome columns: rewards finite and in the family's reward_range,
     success in [0, 1], process in [0, 1] or NaN, cost >= 0 or NaN."""
     lo, hi = catalog.reward_low[family], catalog.reward_high[family]
+    # One pass for a good report (the common case): a comparison with NaN is False, so
+    # ``good`` is False wherever ``value_problems`` would find a problem, and only then is
+    # that run, for the messages.
+    good = (
+        (np.abs(reward) < np.inf)
+        & (reward >= lo - 1e-9)
+        & (reward <= hi + 1e-9)
+        & (success >= 0)
+        & (success <= 1)
+        & ~((process < 0) | (process > 1))
+        & ~((cost < 0) | (cost == np.inf))
+    )
+    if not good.all():
+        value_problems(catalog, family, reward, success, process, cost, problems)
+
+
+def value_problems(
+    catalog: Catalog,
+    family: IntArray,
+    reward: FloatArray,
+    success: FloatArray,
+    process: FloatArray,
+    cost: FloatArray,
+    problems: list[str],
+) -> None:
+    """``check_values`` the long way: every problem, with its index and value."""
+    lo, hi = catalog.reward_low[family], catalog.reward_high[family]
     values = {"rewards": reward, "success": success, "process": process, "cost": cost}
     checks = (
         ("rewards", ~np.isfinite(reward), "must be finite"),

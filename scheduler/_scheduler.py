@@ -57,6 +57,7 @@ from ._retries import RetryQueue
 from ._snapshot import SchedulerSnapshot
 from ._state import ArmStats
 from ._variants import VariantCursor, occurrence_rank
+from ._views import ArmViews
 from ._weights import Weights
 from .backends._protocol import BatchOutcomes
 from .probing._curves import ProbeCurves
@@ -127,6 +128,7 @@ class Scheduler:
         self.listeners = Listeners(catalog)  # the recorder, ...: see add_listener
         self._reward_span = catalog.reward_high - catalog.reward_low
         self._any_separate = bool(catalog.tier_separate.any())
+        self._views = ArmViews()
 
     @classmethod
     def from_settings(cls, settings: Settings, catalog: Catalog | None = None) -> Scheduler:
@@ -142,32 +144,9 @@ class Scheduler:
         return self.costs.cost
 
     def view(self) -> ArmView:
-        """A read-only view of the state, as policies see it."""
-
-        def ro(a: np.ndarray) -> np.ndarray:
-            v = a.view()
-            v.setflags(write=False)
-            return v
-
-        s = self.stats
-        return ArmView(
-            catalog=self.catalog,
-            step=self.step,
-            count=ro(s.count),
-            success_fast=ro(s.success_fast),
-            success_slow=ro(s.success_slow),
-            reward_fast=ro(s.reward_fast),
-            reward_slow=ro(s.reward_slow),
-            process_fast=ro(s.process_fast),
-            process_slow=ro(s.process_slow),
-            last_step=ro(s.last_step),
-            probe_score=ro(s.probe_score),
-            probe_step=ro(s.probe_step),
-            tier=ro(self.tiers.tier),
-            curves=self.curves,
-            fast_rate=self.config.ema_fast,
-            slow_rate=self.config.ema_slow,
-        )
+        """A read-only view of the state, as policies see it (``ArmViews``: made once per
+        step, and again only when a state array is replaced)."""
+        return self._views.of(self)
 
     def weights(self) -> Weights:
         """The distribution the next batch is drawn from (recomputed only when stale)."""

@@ -27,6 +27,8 @@ _SKIPPED = frozenset({"config"})  # configs ride along for reference and are nev
 
 def as_array(value: Any) -> npt.NDArray[Any] | None:
     """``value`` as an array, or None if numpy cannot make a plain one of it."""
+    if type(value) is np.ndarray:  # what np.asarray would return, without the call
+        return value
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError, OverflowError, RecursionError):

@@ -48,13 +48,13 @@ def permuted_index(
     round_key = splitmix64(key[None, :] + np.arange(_ROUNDS, dtype=np.uint64)[:, None])
     offset = round_key % n + n  # partner = (offset - x) % n
     x = position.astype(np.uint64)
-    shift, top = np.uint64(29), np.uint64(63)
+    shift, top = np.uint64(29), np.uint64(1 << 63)  # top: z >= top where its top bit is set
     for r in range(_ROUNDS):
         partner = (offset[r] - x) % n
         z = (round_key[r] ^ np.maximum(x, partner)) * _MIX1
         z ^= z >> shift
         z *= _MIX2
-        x = np.where(z >> top, partner, x)
+        x = np.where(z >= top, partner, x)
     return x.astype(np.int64)
 
 

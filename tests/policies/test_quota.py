@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize
 
-from policies import project_quotas, waterfill
+from policies import project_quotas, smooth, waterfill
 
 
 def _reference(score: np.ndarray, lo: np.ndarray, hi: np.ndarray, total: float) -> np.ndarray:
@@ -131,3 +131,17 @@ def test_the_breakpoint_search_matches_root_finding_on_the_domain_shares() -> No
         )
         checked += 1
     assert checked >= 20
+
+
+def test_non_finite_weights_count_as_nan_to_num_makes_them() -> None:
+    """A finite vector skips nan_to_num; one with NaN or inf goes through it, as before."""
+    dom = np.array([0, 0, 1, 1])
+    lo, hi, cap = np.array([0.3, 0.0]), np.array([1.0, 1.0]), np.full(4, 0.6)
+    for weights in ([0.1, np.nan, 0.3, 0.6], [0.1, np.inf, 0.3, 0.6], [np.nan, 1.0, -np.inf, 0.5]):
+        w = np.array(weights)
+        with np.errstate(over="ignore", invalid="ignore"):  # inf becomes the largest float
+            got = project_quotas(w, dom, lo, hi, cap)
+            want = project_quotas(np.nan_to_num(w, nan=0.0), dom, lo, hi, cap)
+        assert np.array_equal(got, want, equal_nan=True)
+        want = smooth(np.nan_to_num(w, nan=0.0, posinf=0.0), floor=0.1)
+        assert np.array_equal(smooth(w, floor=0.1), want)
