@@ -42,16 +42,16 @@ batch. Runners, all on the same seeds (same initial weights, same held-out sets)
 * ``uniform_arms``: no curriculum, the fixed mix: every (family, tier) arm equally likely,
   drawn here with numpy (no Scheduler). The baseline of the target.
 * ``uniform``: the registered ``uniform`` policy through the Scheduler (uniform family
-  weights, but the scheduler's tier controller moves tiers): an ablation.
+  weights; the skill model moves the tiers). It is the default's policy, so the two rows
+  read the same: the pair checks that ``Scheduler(catalog)`` ships it.
 * ``default``: ``Scheduler(catalog, seed=seed, config=SchedulerConfig())`` with no policy
   argument, i.e. whatever policy the scheduler ships as its default.
 * any registered policy named with ``--policies``.
 
-Scheduler runners get, every ``probe_every`` steps, a held-out accuracy of every family at
-its current tier, again at once where that promoted it (``placement_targets``), and of the
-side targets (``retention_targets``: a tier left behind; ``lookahead_targets``: the tier
-above a family at a half). Success is normalised by the chance level (0.5): the catalog
-declares it and the scheduler rescales by it.
+Scheduler runners get, every ``probe_every`` steps, one ``Scheduler.probe_round``: a
+held-out accuracy of every family at the tier ``probe_targets`` asks for. Success is
+normalised by the chance level (0.5): the catalog declares it and the scheduler rescales
+by it.
 
 The score is ground truth no runner sees: the chance-normalised held-out accuracy
 ``clip((acc - 0.5) / 0.5, 0, 1)`` of every learnable (parity, majority) family, averaged over
@@ -112,7 +112,6 @@ KINDS = ("parity", "majority", "noise", "copy")
 LEARNABLE = (0, 1)
 BASELINE = "uniform_arms"  # the fixed mix, no Scheduler
 DEFAULT = "default"  # Scheduler(...) with no policy argument
-LEGACY = "legacy"  # the default before the skill model: learning_progress, skill=None
 MASTERED = 0.95  # held-out accuracy at which an arm counts as mastered (waste)
 
 
@@ -400,10 +399,6 @@ def _make_scheduler(runner: str, catalog: Catalog, seed: int, setup: Setup) -> S
     config = _scheduler_config(setup.scheduler) if setup.scheduler else SchedulerConfig()
     if runner == DEFAULT:  # whatever policy the scheduler ships as its default
         return Scheduler(catalog, seed=seed, config=config)
-    if runner == LEGACY:
-        return Scheduler(
-            catalog, "learning_progress", seed=seed, config=dataclasses.replace(config, skill=None)
-        )
     return Scheduler(catalog, runner, seed=seed, config=config, **setup.options.get(runner, {}))
 
 
@@ -728,7 +723,7 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     known = available_policies()
     asked = known if args.policies == ["all"] else list(args.policies)
-    unknown = sorted(set(asked) - set(known) - {BASELINE, DEFAULT, LEGACY})
+    unknown = sorted(set(asked) - set(known) - {BASELINE, DEFAULT})
     if unknown:
         raise BenchError(f"--policies: unknown {unknown}; registered: {known}")
     runners = list(dict.fromkeys([BASELINE, "uniform", DEFAULT, *asked]))
