@@ -63,3 +63,19 @@ def test_the_ceiling_is_lifted_after_the_first_flagged_families_but_before_the_o
     assert held[1] == pytest.approx(0.2)  # the first one, raised to its own cap
     np.testing.assert_allclose(held[2:], 0.05)  # the other flagged ones stay held
     assert held[0] == pytest.approx(0.7)  # the unflagged one takes the rest, past 0.1
+
+
+def test_the_default_scheduler_holds_the_last_unflagged_families_to_16_uniform_shares() -> None:
+    from scheduler import Scheduler
+
+    cat = Catalog.synthetic(4, 25, 3)  # 100 families
+    sched = Scheduler(cat, seed=0)
+    sched.flags.refresh(sched.skill, 0)  # read once; the skill model then stays unchanged
+    mastered = np.ones(cat.n_families, dtype=bool)
+    mastered[[7, 42]] = False  # every family mastered but two
+    sched.flags.flags[0] = mastered
+    sched.pipeline.invalidate()
+    family = sched.weights().family
+    np.testing.assert_allclose(family[[7, 42]], 16 / cat.n_families)  # not 0.475 each
+    assert family.sum() == pytest.approx(1.0)
+    assert (family[mastered] > 0.05 / cat.n_families).all()  # the mastered take the rest
