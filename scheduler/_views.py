@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from policies import ArmView
+
+from .probing._curves import read_only_view
 
 if TYPE_CHECKING:
     from ._scheduler import Scheduler
@@ -32,12 +32,6 @@ _STATS = (
     "probe_score",
     "probe_step",
 )
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    v = a.view()
-    v.setflags(write=False)
-    return v
 
 
 class ArmViews:
@@ -66,8 +60,8 @@ class ArmViews:
             view = ArmView(
                 catalog=sched.catalog,
                 step=sched.step,
-                **{name: _read_only(getattr(s, name)) for name in _STATS},
-                tier=_read_only(sched.tiers.tier),
+                **{name: read_only_view(getattr(s, name)) for name in _STATS},
+                tier=read_only_view(sched.tiers.tier),
                 curves=sched.curves,
                 fast_rate=sched.config.ema_fast,
                 slow_rate=sched.config.ema_slow,

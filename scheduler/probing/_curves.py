@@ -34,7 +34,7 @@ def _fail(message: str, *, config: bool = False) -> CurriculumError:
     return ConfigError(message) if config else ReportError([message])
 
 
-def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+def read_only_view(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """A read-only view, so callers cannot corrupt the state through a property."""
     v = a.view()
     v.setflags(write=False)
@@ -436,42 +436,42 @@ class ProbeCurves:
     # Read-only views, shape [n_families] ---------------------------------------------------
     @property
     def latest(self) -> FloatArray:
-        return _ro(self._latest)
+        return read_only_view(self._latest)
 
     @property
     def latest_n(self) -> IntArray:
-        return _ro(self._latest_n)
+        return read_only_view(self._latest_n)
 
     @property
     def latest_step(self) -> IntArray:
-        return _ro(self._latest_step)
+        return read_only_view(self._latest_step)
 
     @property
     def count(self) -> IntArray:
         """Points ever recorded (tier resets do not lower it)."""
-        return _ro(self._ring.count)
+        return read_only_view(self._ring.count)
 
     @property
     def since_reset(self) -> IntArray:
         """Points recorded since the last tier reset: what slopes and detectors can use."""
-        return _ro(self._ring.fresh)
+        return read_only_view(self._ring.fresh)
 
     @property
     def resets(self) -> IntArray:
         """How many tier resets each family has had; detectors watch it to restart."""
-        return _ro(self._resets)
+        return read_only_view(self._resets)
 
     @property
     def tier(self) -> IntArray:
-        return _ro(self._tier)
+        return read_only_view(self._tier)
 
     @property
     def ema_fast(self) -> FloatArray:
-        return _ro(self._ema_fast)
+        return read_only_view(self._ema_fast)
 
     @property
     def ema_slow(self) -> FloatArray:
-        return _ro(self._ema_slow)
+        return read_only_view(self._ema_slow)
 
     @property
     def stderr(self) -> FloatArray:
@@ -515,7 +515,7 @@ class ProbeCurves:
         key = (min_points, alpha)
         if key not in self._slopes:
             slope, low, high = self._ring.slope(min_points, alpha)
-            self._slopes[key] = (_ro(slope), _ro(low), _ro(high))
+            self._slopes[key] = (read_only_view(slope), read_only_view(low), read_only_view(high))
         return self._slopes[key]
 
     def span(self) -> FloatArray:
