@@ -117,7 +117,7 @@ def _current_weights(sched: Scheduler) -> Weights:
         pipeline.quota_short.copy(),
         sched.gates.factor.copy(),
         sched.flags.flags.copy(),
-        sched.flags._read_at,
+        sched.flags.read_at,
         list(sched._events),
     )
     try:
@@ -133,7 +133,7 @@ def _current_weights(sched: Scheduler) -> Weights:
             pipeline.quota_short,
             sched.gates.factor,
             sched.flags.flags,
-            sched.flags._read_at,
+            sched.flags.read_at,
             sched._events,
         ) = saved
 

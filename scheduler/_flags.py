@@ -108,7 +108,8 @@ class FlagBoard:
         # bool [n_detectors, n_families]: the flags as last read (separate-skill families
         # are never flagged here: their tiers are judged arm by arm, ProbeEvidence)
         self.flags: BoolArray = np.zeros((len(self.detectors), catalog.n_families), dtype=bool)
-        self._read_at: tuple[int, int] | None = None  # (model, version) the flags were read at
+        # (model, version) the flags were read at; demand() saves and restores it
+        self.read_at: tuple[int, int] | None = None
 
     def spare_first(self) -> BoolArray:
         """bool [n_families]: the flagged families that take a spare share first when every
@@ -130,9 +131,9 @@ class FlagBoard:
         """Read every flag; an event for each family whose flag turned on or off. Nothing to
         read while the skill model has not changed since the last time (a probe round
         refreshes the flags, and the weights it invalidates would read them again)."""
-        if (id(skill), skill.version) == self._read_at:
+        if (id(skill), skill.version) == self.read_at:
             return []
-        self._read_at = (id(skill), skill.version)
+        self.read_at = (id(skill), skill.version)
         ladder = ~self._catalog.tier_separate
         new = np.stack([d.flags(skill) for d in self.detectors]) & ladder
         changed = new != self.flags
@@ -174,4 +175,4 @@ class FlagBoard:
 
     def load_state_dict(self, flags: Any) -> None:
         self.flags = np.asarray(flags, dtype=bool).copy()
-        self._read_at = None
+        self.read_at = None

@@ -120,7 +120,7 @@ def test_the_memo_recomputes_when_a_flag_moves_the_caps() -> None:
     flags = board.flags.copy()
     flags[[d.name for d in board.detectors].index("mastered"), 2] = True
     board.flags = flags
-    board._read_at = (id(sched.skill), sched.skill.version)  # as if the model said so
+    board.read_at = (id(sched.skill), sched.skill.version)  # as if the model said so
     sched.pipeline.invalidate()
     weights = sched.weights()
     assert sched.pipeline._projected.hits == hits + 1  # recomputed
