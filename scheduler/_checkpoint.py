@@ -35,7 +35,7 @@ import numpy as np
 from policies import policy_params
 
 from ._errors import ConfigError
-from ._events import Event
+from ._events import Event, EventLog
 from ._pending import PendingBatches
 from ._state import ArmStats
 from ._statecheck import as_array, compare, finite_like, non_negative, rule
@@ -352,7 +352,7 @@ def scheduler_state(sched: Scheduler) -> dict[str, Any]:
         "breakers": sched.breakers.state_dict(),
         "retries": sched.retries.state_dict(),
         "pending": sched._pending.state_dict(),
-        "events": [asdict(e) for e in sched._events],
+        "events": [asdict(e) for e in sched._events.peek()],
     }
 
 
@@ -379,4 +379,4 @@ def apply_state(sched: Scheduler, state: dict[str, Any]) -> None:
     tokens = np.asarray(state["pending"]["token"], dtype=np.int64)
     if tokens.size:
         sched._token = int(tokens[-1])
-    sched._events = [Event(**e) for e in state["events"]]
+    sched._events = EventLog(Event(**e) for e in state["events"])

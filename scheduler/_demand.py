@@ -118,7 +118,7 @@ def _current_weights(sched: Scheduler) -> Weights:
         sched.gates.factor.copy(),
         sched.flags.flags.copy(),
         sched.flags.read_at,
-        list(sched._events),
+        sched._events.copy(),
     )
     try:
         return sched.weights()

@@ -10,6 +10,7 @@ draws over all its tiers.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,52 @@ from policies import SkillModel
 from ._events import Event
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 _NEVER = -(10**9)
+
+
+@dataclass(frozen=True)
+class TierMoves:
+    """Tier moves kept as arrays (one row a family), built into events when read."""
+
+    catalog: Catalog
+    step: int
+    family: IntArray
+    old: IntArray
+    new: IntArray
+    pass_rate: FloatArray
+    low: FloatArray
+    high: FloatArray
+    samples: FloatArray
+
+    def __len__(self) -> int:
+        return int(self.family.shape[0])
+
+    def build(self) -> list[Event]:
+        cat = self.catalog
+        columns = (self.old, self.new, self.pass_rate, self.low, self.high, self.samples)
+        return [
+            Event(
+                step=self.step,
+                kind="tier_promoted" if n > o else "tier_demoted",
+                family=cat.family_names[f],
+                domain=cat.domain_names[d],
+                payload={
+                    "old_tier": o,
+                    "new_tier": n,
+                    "pass_rate": p,
+                    "ci": [lo, hi],
+                    "samples": e,
+                },
+            )
+            for f, d, o, n, p, lo, hi, e in zip(
+                self.family.tolist(),
+                cat.domain_of_family[self.family].tolist(),
+                *(c.tolist() for c in columns),
+                strict=True,
+            )
+        ]
 
 
 class CurrentTiers:
@@ -34,7 +79,7 @@ class CurrentTiers:
         self.last_change: IntArray = np.full(catalog.n_families, _NEVER, dtype=np.int64)
         self._ladder = ~catalog.tier_separate
 
-    def follow(self, skill: SkillModel, families: IntArray, step: int) -> list[Event]:
+    def follow(self, skill: SkillModel, families: IntArray, step: int) -> TierMoves | list[Event]:
         """Move these ladder families to the skill model's tier; an event per move."""
         fam = families[self._ladder[families]]
         if fam.size == 0:
@@ -46,35 +91,12 @@ class CurrentTiers:
         fam, new = fam[moved], new[moved]
         old = self.tier[fam].copy()
         low, rate, high = skill.pass_rate_band(fam, new)
-        episodes = np.round(skill.episodes[fam], 1)
+        moves = TierMoves(
+            self._catalog, step, fam, old, new, rate, low, high, np.round(skill.episodes[fam], 1)
+        )
         self.tier[fam] = new
         self.last_change[fam] = step
-        cat = self._catalog
-        return [
-            Event(
-                step=step,
-                kind="tier_promoted" if n > o else "tier_demoted",
-                family=cat.family_names[f],
-                domain=cat.domain_names[int(cat.domain_of_family[f])],
-                payload={
-                    "old_tier": o,
-                    "new_tier": n,
-                    "pass_rate": p,
-                    "ci": [lo, hi],
-                    "samples": e,
-                },
-            )
-            for f, o, n, p, lo, hi, e in zip(
-                fam.tolist(),
-                old.tolist(),
-                new.tolist(),
-                rate.tolist(),
-                low.tolist(),
-                high.tolist(),
-                episodes.tolist(),
-                strict=True,
-            )
-        ]
+        return moves
 
     def state_dict(self) -> dict[str, Any]:
         return {"tier": self.tier.copy(), "last_change": self.last_change.copy()}

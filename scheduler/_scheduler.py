@@ -44,7 +44,7 @@ from ._config import SchedulerConfig
 from ._cost import CostModel
 from ._demand import Demand, expected_demand
 from ._errors import ConfigError, ReportError
-from ._events import Event
+from ._events import Event, EventLog
 from ._evidence import ProbeEvidence
 from ._flags import FlagBoard
 from ._follow import CurrentTiers
@@ -124,7 +124,7 @@ class Scheduler:
             cfg.report_window, catalog.family_of_arm, catalog.tier_of_arm
         )
         self._last_batch_size: int | None = None  # demand()'s default batch size
-        self._events: list[Event] = []
+        self._events = EventLog()
         self.listeners = Listeners(catalog)  # the recorder, ...: see add_listener
         self._reward_span = catalog.reward_high - catalog.reward_low
         self._any_separate = bool(catalog.tier_separate.any())
@@ -510,8 +510,7 @@ class Scheduler:
 
     def drain_events(self) -> list[Event]:
         """Events since the last call, oldest first."""
-        events, self._events = self._events, []
-        return events
+        return self._events.drain()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
