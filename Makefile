@@ -5,6 +5,8 @@ VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 DEMO_ARGS  ?=
 PYTEST_ARGS ?=
+# pytest workers (pytest-xdist): one per core here; 0 runs every test in this process
+PYTEST_JOBS ?= 2
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -30,7 +32,7 @@ demo: $(STAMP)
 	$(BIN)/curriculum simulate $(DEMO_ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_JOBS) $(PYTEST_ARGS)
 	$(BIN)/ruff check scheduler domains policies tests bench configs examples
 	$(BIN)/ruff format --check scheduler domains policies tests bench configs examples
 	$(BIN)/mypy

@@ -90,9 +90,10 @@ def _core_run(python: str) -> tuple[str, set[str]]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_nothing_in_the_core_fails_under_numpy_1_26_that_passes_under_numpy_2() -> None:
-    """verl 0.7 pins numpy<2: the scheduler, policies and domains suites run in its env, and
-    every test that passes here (numpy 2) passes there too."""
+def test_the_core_suites_pass_under_numpy_1_26() -> None:
+    """verl 0.7 pins numpy<2: the scheduler, policies and domains suites run in its env and
+    pass there as they do here (the main run holds them under numpy 2, so one run in the
+    verl env is the whole comparison)."""
     env = _env_or_skip("0.7.1")
     version = subprocess.run(
         [str(env / "bin" / "python"), "-c", "import numpy; print(numpy.__version__)"],
@@ -101,8 +102,7 @@ def test_nothing_in_the_core_fails_under_numpy_1_26_that_passes_under_numpy_2() 
         check=True,
     ).stdout.strip()
     assert version.startswith("1.26"), version
-    old_summary, old_failed = _core_run(str(env / "bin" / "python"))
-    new_summary, new_failed = _core_run(sys.executable)
-    print(f"numpy {version}: {old_summary}; here: {new_summary}", file=sys.stderr)
-    assert " passed" in old_summary
-    assert old_failed <= new_failed, sorted(old_failed - new_failed)
+    summary, failed = _core_run(str(env / "bin" / "python"))
+    print(f"numpy {version}: {summary}", file=sys.stderr)
+    assert " passed" in summary
+    assert not failed, sorted(failed)
