@@ -257,6 +257,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return touched
 
         skill.observe_training = every_tier  # type: ignore[method-assign]
+    elif without == "slope_lag":  # the slope test scores a batch at the belief before it
+        sched.skill._rise_share = 0.0
     elif without is not None:
         raise SystemExit(f"unknown mechanism to switch off: {without!r}")
     return sched
@@ -318,6 +320,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_ceiling": {"skill": {"max_weight": 1e9}},  # an unflagged family may take any share
     # hack evidence from probes at every tier, those below the tiers trained included
     "no_hack_tiers": {"without": "hack_tiers"},
+    # the slope test scores a batch's outcomes at the belief before it, not partway through
+    "no_slope_lag": {"without": "slope_lag"},
 }
 
 

@@ -155,6 +155,10 @@ class SkillModel:
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
         self._chance = catalog.chance_success.astype(np.float64)
+        # the share of a batch's rise in skill its outcomes are scored at, on average, by the
+        # slope test (observe_training); 0 scores them at the belief before the batch, as
+        # bench/quality.py's ablation does
+        self._rise_share = 0.5
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
@@ -347,10 +351,20 @@ class SkillModel:
         # arms are sorted, so each family's first arm here is its lowest tier trained
         lowest = tiers[np.searchsorted(owner, np.arange(families.shape[0]))]
         self.trained_low[families] = np.minimum(self.trained_low[families], lowest)
-        self._test_slope(families, owner, tiers, k_arm, n_arm, per_family)
+        before, _ = self.belief_at(families)
         self.train_var[families] += self.config.drift * per_family
         self.probe_var[families] += self.config.drift * per_family
         self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)
+        # The slope test scores a batch's outcomes as if they came one by one: the i-th of a
+        # family's n against the belief about i/n of the way through the batch's rise.
+        # Scored against the belief before the batch, a family given many episodes a step
+        # is judged a whole step behind its learning, and its rise at the tier trained (the
+        # tiers below it pass already) reads as a flat slope. A fall is not followed: a
+        # learner rises as it trains, while a coin flip's belief moves both ways.
+        after, _ = self.belief_at(families)
+        lag = self._rise_share * (per_family - 1.0) / per_family
+        scored_at = before + lag * np.maximum(after - before, 0.0)
+        self._test_slope(families, owner, tiers, k_arm, n_arm, per_family, scored_at)
         self.episodes[families] += per_family
         mu, _ = self.belief_at(families)
         rate = 1.0 - (1.0 - 1.0 / max(self.config.patience, 1)) ** per_family
@@ -379,11 +393,11 @@ class SkillModel:
         k: FloatArray,
         n: FloatArray,
         per_family: FloatArray,
+        mu: FloatArray,
     ) -> None:
         """Add these counts (row i belongs to ``families[owner[i]]``) to the slope's score
-        test, at the current belief."""
+        test, at the belief ``mu`` of each of ``families``."""
         cfg, m = self.config, families.shape[0]
-        mu, _ = self.belief_at(families)
         chance = self._chance[families][owner]
         gap = mu[owner] - tier
         q = expit(cfg.slope * gap)

@@ -228,3 +228,46 @@ def test_any_evidence_keeps_every_belief_finite_and_every_tier_in_range(
     assert ((tiers >= 0) & (tiers < cat.n_tiers)).all()
     for flag in (model.mastered(), model.flat(), model.stalled(), model.out_of_reach()):
         assert flag.dtype == bool and flag.shape == (cat.n_families,)
+
+
+def _bottom_up_run(model: SkillModel, cat: Catalog, learner: int, coin: int) -> tuple[bool, bool]:
+    """30 episodes a batch for each of two families, at the model's tier and a fifth one tier
+    beside it. ``learner`` learns its tiers bottom-up, as bench's ladder student does (a
+    tier learns once the one below passes, faster the more it passes, and a fifth of its
+    gain reaches the tier above); ``coin`` passes half of everything. Whether each was ever
+    read flat."""
+    rng = np.random.default_rng(0)
+    competence = np.zeros(cat.n_tiers[learner])
+    competence[0] = 0.3
+    top = competence.shape[0] - 1
+    learner_flat = coin_flat = False
+    for _ in range(40):
+        arms, success = [], []
+        for family in (learner, coin):
+            tier = int(model.tier()[family])
+            beside = tier - 1 if tier > 0 else tier + 1
+            tiers = np.array([tier] * 24 + [beside] * 6)
+            p = competence[tiers] if family == learner else np.full(30, 0.5)
+            arms.append(cat.arm_start[family] + tiers)
+            success.append((rng.random(30) < p).astype(np.float64))
+        model.observe_training(np.concatenate(arms), np.concatenate(success))
+        count = np.bincount(arms[0] - cat.arm_start[learner], minlength=top + 1)
+        for t in np.flatnonzero(count):
+            ready = 1.0 if t == 0 else competence[t - 1] ** 2
+            rate = 0.3 * ready * (0.05 + competence[t]) / 1.05
+            gain = (1.0 - competence[t]) * -np.expm1(-rate * count[t])
+            competence[t] += gain
+            if t < top:
+                competence[t + 1] = min(1.0, competence[t + 1] + 0.2 * gain)
+        learner_flat |= bool(model.flat()[learner])
+        coin_flat |= bool(model.flat()[coin])
+    return learner_flat, coin_flat
+
+
+def test_many_episodes_a_batch_of_a_family_learning_bottom_up_do_not_read_as_a_flat_slope() -> None:
+    cat = _catalog()
+    assert _bottom_up_run(SkillModel(cat), cat, learner=0, coin=1) == (False, True)
+    # scored at the belief before each batch (bench/quality.py's no_slope_lag), it does
+    model = SkillModel(cat)
+    model._rise_share = 0.0
+    assert _bottom_up_run(model, cat, learner=0, coin=1) == (True, True)
