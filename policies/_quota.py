@@ -15,6 +15,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 _TOL = 1e-12
+_ONE = np.ones(1)  # the whole mass, as one group's total
 
 
 def _grouped_cumsum(values: FloatArray, starts: IntArray) -> FloatArray:
@@ -120,6 +121,12 @@ def project_quotas(
         inside: FloatArray = w / w.sum()
         return inside
 
+    if (domain_min <= 0.0).all() and (domain_max >= 1.0).all():
+        # No domain share is bounded: one multiplier for every family, one water-fill (the
+        # two-stage solve below gives the same answer, in about 60 numpy calls more).
+        p = waterfill(w, np.zeros_like(w), family_cap, _ONE, np.zeros(w.shape[0], np.int64))
+        unbounded: FloatArray = p / p.sum()
+        return unbounded
     domain_share = _domain_shares(w, domain_of_family, lo, hi, family_cap)
     p = waterfill(w, np.zeros_like(w), family_cap, domain_share, domain_of_family)
     result: FloatArray = p / p.sum()

@@ -145,3 +145,22 @@ def test_non_finite_weights_count_as_nan_to_num_makes_them() -> None:
         assert np.array_equal(got, want, equal_nan=True)
         want = smooth(np.nan_to_num(w, nan=0.0, posinf=0.0), floor=0.1)
         assert np.array_equal(smooth(w, floor=0.1), want)
+
+
+def test_with_no_domain_bound_the_projection_is_one_water_fill_over_every_family() -> None:
+    """Domains free to take any share (min 0, max 1): p = min(cap, c * w) with one c, as
+    root finding gives it, whatever the caps and the domains."""
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        n_fam, n_dom = int(rng.integers(1, 300)), int(rng.integers(1, 20))
+        dof = np.sort(rng.integers(0, n_dom, n_fam))
+        w = rng.random(n_fam) ** 3 * (rng.random(n_fam) > 0.1)
+        if w.sum() == 0:
+            continue
+        cap = np.where(rng.random(n_fam) < 0.5, np.inf, rng.uniform(0.0, 3.0 / n_fam, n_fam))
+        if np.minimum(cap, 1.0).sum() < 1.0:
+            cap[rng.integers(0, n_fam)] = np.inf
+        p = project_quotas(w, dof, np.zeros(n_dom), np.ones(n_dom), cap)
+        want = _reference(w / w.sum(), np.zeros(n_fam), np.minimum(cap, 1.0), 1.0)
+        np.testing.assert_allclose(p, want, atol=1e-9, err_msg=f"seed {seed}")
+        assert (p <= cap + 1e-12).all() and p.sum() == pytest.approx(1.0)
