@@ -29,24 +29,22 @@ _NEVER = -(10**9)
 
 @dataclass(frozen=True)
 class TierMoves:
-    """Tier moves kept as arrays (one row a family), built into events when read."""
+    """Tier moves kept as one array until read, then built into events: rows family, old
+    tier, new tier, pass rate and its band (low, high), samples; a column a family (one
+    array: a move of a few families costs about as little as its Event objects would)."""
 
     catalog: Catalog
     step: int
-    family: IntArray
-    old: IntArray
-    new: IntArray
-    pass_rate: FloatArray
-    low: FloatArray
-    high: FloatArray
-    samples: FloatArray
+    rows: FloatArray  # float64 [7, moves]; family and tiers are exact in float64
 
     def __len__(self) -> int:
-        return int(self.family.shape[0])
+        return int(self.rows.shape[1])
 
     def build(self) -> list[Event]:
         cat = self.catalog
-        columns = (self.old, self.new, self.pass_rate, self.low, self.high, self.samples)
+        family = self.rows[0].astype(np.int64)
+        old, new = self.rows[1].astype(np.int64).tolist(), self.rows[2].astype(np.int64).tolist()
+        rate, low, high, samples = (r.tolist() for r in self.rows[3:])
         return [
             Event(
                 step=self.step,
@@ -62,9 +60,14 @@ class TierMoves:
                 },
             )
             for f, d, o, n, p, lo, hi, e in zip(
-                self.family.tolist(),
-                cat.domain_of_family[self.family].tolist(),
-                *(c.tolist() for c in columns),
+                family.tolist(),
+                cat.domain_of_family[family].tolist(),
+                old,
+                new,
+                rate,
+                low,
+                high,
+                samples,
                 strict=True,
             )
         ]
@@ -91,9 +94,8 @@ class CurrentTiers:
         fam, new = fam[moved], new[moved]
         old = self.tier[fam].copy()
         low, rate, high = skill.pass_rate_band(fam, new)
-        moves = TierMoves(
-            self._catalog, step, fam, old, new, rate, low, high, np.round(skill.episodes[fam], 1)
-        )
+        samples = np.round(skill.episodes[fam], 1)
+        moves = TierMoves(self._catalog, step, np.stack([fam, old, new, rate, low, high, samples]))
         self.tier[fam] = new
         self.last_change[fam] = step
         return moves
