@@ -39,6 +39,12 @@ def waterfill(
     """
     n_groups = total.shape[0]
     x = lo.astype(np.float64, copy=True)
+    if np.isinf(hi).any():
+        # No item can take more than its group's total less the others' floors: that bound
+        # replaces an infinite cap exactly (an infinite breakpoint would turn the grouped
+        # sums below into inf - inf, in its own group and every group after it).
+        floor = np.bincount(group, weights=lo, minlength=n_groups)
+        hi = np.minimum(hi, (total - floor)[group] + lo)
     positive = np.flatnonzero(score > 0)
     if positive.size:
         g = group[positive]

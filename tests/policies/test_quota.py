@@ -164,3 +164,20 @@ def test_with_no_domain_bound_the_projection_is_one_water_fill_over_every_family
         want = _reference(w / w.sum(), np.zeros(n_fam), np.minimum(cap, 1.0), 1.0)
         np.testing.assert_allclose(p, want, atol=1e-9, err_msg=f"seed {seed}")
         assert (p <= cap + 1e-12).all() and p.sum() == pytest.approx(1.0)
+
+
+def test_an_infinite_cap_is_no_cap_in_its_group_and_leaves_the_others_alone() -> None:
+    """Group 0: a small finite cap and an uncapped item that must take the rest; group 1,
+    after it, finite caps only. Each group solves as root finding says."""
+    group = np.array([0, 0, 1, 1, 1])
+    score = np.array([1.0, 0.1, 0.5, 0.3, 0.2])
+    lo = np.zeros(5)
+    hi = np.array([0.05, np.inf, 0.3, 0.3, 0.3])
+    total = np.array([0.6, 0.4])
+    with np.errstate(all="raise"):
+        x = waterfill(score, lo, hi, total, group)
+    for g in range(2):
+        m = group == g
+        want = _reference(score[m], lo[m], np.minimum(hi[m], total[g]), float(total[g]))
+        np.testing.assert_allclose(x[m], want, atol=1e-9)
+    assert x[1] == pytest.approx(0.55)
