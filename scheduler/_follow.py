@@ -27,7 +27,7 @@ FloatArray = npt.NDArray[np.float64]
 _NEVER = -(10**9)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays inside: == would be ambiguous
 class TierMoves:
     """Tier moves kept as one array until read, then built into events: rows family, old
     tier, new tier, pass rate and its band (low, high), samples; a column a family (one
