@@ -252,8 +252,10 @@ class RunRecorder:
         """Probe curves per domain, weights over time, tier timeline and events, drawn from
         what the store has committed, as PNG artifacts under ``figures/`` (matplotlib is an
         optional dependency: without it this logs a notice and does nothing). Figures are
-        drawn with the object API and the Agg canvas, never pyplot, so any thread may draw."""
-        if self.store is None:
+        drawn with the object API and the Agg canvas, never pyplot, so any thread may draw.
+        Nothing is drawn for a `NullTracker`: it would throw the files away (drawing them
+        took 4-6 s of a short run's close)."""
+        if self.store is None or isinstance(self.tracker, NullTracker):
             return
         try:
             from ._figures import (

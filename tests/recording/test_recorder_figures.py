@@ -59,3 +59,37 @@ def test_close_draws_only_what_the_last_round_missed(
     # 20 steps: rounds at steps 9 and 19 (the last, all committed): close adds none.
     # 25 steps: rounds at 9 and 19, and close draws the 5 steps after them.
     assert len(drawn) == rounds, drawn
+
+
+def test_nothing_is_drawn_for_a_null_tracker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run without tracking keeps no artifact, so close() draws no figure for it."""
+    from scheduler.recording import _history
+
+    catalog = Catalog.synthetic(n_domains=2, families_per_domain=2, n_tiers=2)
+    learner = SimulatedLearner(catalog, seed=0)
+    store = open_store(f"sqlite:///{tmp_path}/runs.db")
+    read: list[str] = []
+
+    def history(*args: Any, **kwargs: Any) -> None:
+        read.append("history")
+        raise AssertionError("the figures' history was read")
+
+    monkeypatch.setattr(_history.RunHistory, "from_open_store", history)
+    for name, tracker, expected in (
+        ("null", NullTracker(), []),
+        ("counting", CountingTracker(), ["history"]),
+    ):
+        sched = Scheduler(catalog, seed=0)
+        rec = RunRecorder(sched, run_name=name, store=store, tracker=tracker,
+                          config=RecordingConfig(checkpoint_every=10))  # fmt: skip
+        rec.open()
+        for _ in range(3):
+            batch = sched.next_batch(8)
+            sched.report(batch, learner.run(batch))
+        sched.probe_round(learner.probe_many)
+        read.clear()
+        rec.close()  # a failing figure is logged, never raised
+        assert read == expected
+    store.close()
