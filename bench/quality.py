@@ -257,6 +257,13 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return touched
 
         skill.observe_training = every_tier  # type: ignore[method-assign]
+    elif without == "built_spare":  # the mastered take a spare share evenly, as before
+        compute = sched.pipeline.compute
+
+        def evenly(*args: Any, **kwargs: Any) -> Any:
+            return compute(*args, **(kwargs | {"built": None}))
+
+        sched.pipeline.compute = evenly  # type: ignore[method-assign]
     elif without == "slope_lag":  # the slope test scores a batch at the belief before it
         sched.skill._rise_share = 0.0
     elif without is not None:
@@ -322,6 +329,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_hack_tiers": {"without": "hack_tiers"},
     # the slope test scores a batch's outcomes at the belief before it, not partway through
     "no_slope_lag": {"without": "slope_lag"},
+    # a spare share split evenly over the mastered, not by the training it took to master
+    "no_built_spare": {"without": "built_spare"},
 }
 
 

@@ -144,6 +144,10 @@ class SkillModel:
         self.probe_rounds = np.zeros(n)
         self.episodes = np.zeros(n)  # float64 [n_families]: training episodes in all
         self.episodes_at_probe = np.zeros(n)  # float64 [n_families]: ``episodes`` at its last probe
+        # float64 [n_families]: training episodes while the top tier was not yet mastered:
+        # what it took to learn the family (none for one that came mastered); a saturated
+        # batch's spare share goes to mastered families in proportion to it
+        self.built = np.zeros(n)
         # float64 [n_families]: the lowest tier trained since its last probe (n_tiers: none)
         self.trained_low = catalog.n_tiers.astype(np.float64)
         # float64 [5, n_families]: the score test of the belief's slope, from training
@@ -270,10 +274,15 @@ class SkillModel:
 
     def mastered(self) -> BoolArray:
         """bool [n_families]: the top tier passes at ``mastered_at`` with confidence."""
-        cfg = self.config
         mu, var = self.belief()
-        need = self._top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
-        result: BoolArray = mu - cfg.confidence * np.sqrt(var) >= need
+        result: BoolArray = mu - self.config.confidence * np.sqrt(var) >= self._mastered_at()
+        return result
+
+    def _mastered_at(self, families: IntArray | None = None) -> FloatArray:
+        """The skill at which the top tier passes at ``mastered_at`` (of ``families``)."""
+        cfg = self.config
+        top = self._top if families is None else self._top[families]
+        result: FloatArray = top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
         return result
 
     def out_of_reach(self) -> BoolArray:
@@ -351,7 +360,11 @@ class SkillModel:
         # arms are sorted, so each family's first arm here is its lowest tier trained
         lowest = tiers[np.searchsorted(owner, np.arange(families.shape[0]))]
         self.trained_low[families] = np.minimum(self.trained_low[families], lowest)
-        before, _ = self.belief_at(families)
+        before, before_var = self.belief_at(families)
+        learning = before - self.config.confidence * np.sqrt(before_var) < self._mastered_at(
+            families
+        )
+        self.built[families] += np.where(learning, per_family, 0.0)
         self.train_var[families] += self.config.drift * per_family
         self.probe_var[families] += self.config.drift * per_family
         self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)
@@ -501,6 +514,7 @@ class SkillModel:
         "episodes",
         "episodes_at_probe",
         "trained_low",
+        "built",
     )
 
     def state_dict(self) -> dict[str, Any]:
@@ -514,6 +528,7 @@ class SkillModel:
         state = dict(state)
         state.setdefault("episodes_at_probe", state.get("episodes"))  # states before it
         state.setdefault("trained_low", np.zeros(cat.n_families))  # before it: every tier
+        state.setdefault("built", state.get("episodes"))  # before it: every episode counted
         for name in self._FAMILY_ARRAYS:
             if state.get(name) is None:
                 raise ValueError(f"skill.{name}: missing")
@@ -529,7 +544,7 @@ class SkillModel:
         loaded["slope_test"] = test.copy()
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
-        for name in ("episodes", "episodes_at_probe", "probe_rounds"):
+        for name in ("episodes", "episodes_at_probe", "probe_rounds", "built"):
             if (loaded[name] < 0).any():
                 raise ValueError(f"skill.{name}: counts must be >= 0")
         low = loaded["trained_low"]

@@ -25,8 +25,12 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-def fill_to_one(caps: FloatArray, ceiling: FloatArray) -> FloatArray:
-    """Scale up the caps below their ceiling until they sum to at least 1 (if they can)."""
+def fill_to_one(
+    caps: FloatArray, ceiling: FloatArray, weight: FloatArray | None = None
+) -> FloatArray:
+    """Scale up the caps below their ceiling until they sum to at least 1 (if they can).
+    With ``weight``, each cap grows by its cap times its weight, in proportion: a cap of
+    weight 0 grows only once the others are at their ceilings."""
     for _ in range(8):  # each pass fills the room left by caps that hit their ceiling
         if caps.sum() >= 1.0 - 1e-12:
             break
@@ -38,7 +42,12 @@ def fill_to_one(caps: FloatArray, ceiling: FloatArray) -> FloatArray:
             caps = caps.copy()
             caps[below] += spare * min(1.0, need / max(spare.sum(), 1e-300))
             continue
-        caps = np.where(below, np.minimum(ceiling, caps * need / room), caps)
+        share = None if weight is None else np.where(below, caps * weight, 0.0)
+        if share is None or share.sum() <= 0:
+            caps = np.where(below, np.minimum(ceiling, caps * need / room), caps)
+        else:
+            grow = share * ((need - room) / share.sum())
+            caps = np.where(below, np.minimum(ceiling, caps + grow), caps)
     return caps
 
 
@@ -97,13 +106,14 @@ class Gates:
         self,
         caps: FloatArray,
         flag_cap: FloatArray,
-        first: BoolArray | None = None,
+        first: FloatArray | None = None,
         ceiling: float = 1.0,
     ) -> FloatArray:
         """Apply the flagged families' caps (``flag_cap``, inf where not flagged), raised
         evenly in a domain whose ``min_share`` could not be met otherwise, and hold every
-        other family to ``ceiling``. Where the caps cannot fill a batch, the ``first``
-        flagged families' caps are raised first, then the ceiling, then every cap evenly."""
+        other family to ``ceiling``. Where the caps cannot fill a batch, the caps of the
+        flagged families with a ``first`` weight above 0 are raised first, each by its cap
+        times that weight, then the ceiling, then every cap evenly."""
         cat = self._catalog
         flagged = np.isfinite(flag_cap) & (caps > 0)
         if not flagged.any():
@@ -117,7 +127,8 @@ class Gates:
         scale = np.where(need > held, need / np.maximum(held, 1e-300), 1.0)[dom]
         result: FloatArray = np.where(flagged, np.minimum(caps, capped * scale), capped)
         if result.sum() < 1.0 and first is not None:  # most flagged: these take it first
-            result = fill_to_one(result, np.where(first & flagged, caps, result))
+            chosen = (first > 0) & flagged
+            result = fill_to_one(result, np.where(chosen, caps, result), first)
         if result.sum() < 1.0:  # then the unflagged, beyond the ceiling
             result = fill_to_one(result, np.where(flagged, result, caps))
         if result.sum() < 1.0:  # then relax evenly rather than starve

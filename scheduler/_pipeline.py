@@ -74,6 +74,7 @@ class WeightPipeline:
         evidence: ProbeEvidence,
         cost: FloatArray,
         step: int,
+        built: FloatArray | None = None,
     ) -> list[Event]:
         """Recompute the weights from ``raw`` policy weights [n_arms] and the current
         ladder tiers; returns the quota events."""
@@ -87,7 +88,7 @@ class WeightPipeline:
         base = self.gates.caps(cat.pool_size[cat.arm_start[:-1] + current])
         # where every family is flagged, the mastered and the stalled take the spare share
         # first: out-of-reach, flat and hacked families teach nothing
-        first = flags.spare_first() | evidence.separate_mastered()
+        first = self._spare_weight(flags, evidence, built)
         caps = self.gates.hold_flagged(
             base,
             self._flag_caps(flags, evidence),
@@ -164,6 +165,24 @@ class WeightPipeline:
         self.tier_cdf = np.cumsum(weights.tier) if self._any_separate else None
         self.computed_at = step
         self.episodes_since = 0
+
+    @staticmethod
+    def _spare_weight(
+        flags: FlagBoard, evidence: ProbeEvidence, built: FloatArray | None
+    ) -> FloatArray:
+        """float64 [n_families]: how the spare share of a batch the caps cannot fill is
+        split among the families that take it first (0: not one of them). The stalled and
+        the separate-skill mastered take it evenly; a mastered ladder family in proportion
+        to ``built``, the training it took to master (its mean over them is 1): practice
+        keeps what training built, and a family that came mastered was built by none."""
+        weight = (flags.spare_first() | evidence.separate_mastered()).astype(np.float64)
+        if built is None:
+            return weight
+        mastered = flags.row("mastered") & (weight > 0)
+        mean = float(built[mastered].mean()) if mastered.any() else 0.0
+        if mean > 0:
+            weight[mastered] = built[mastered] / mean
+        return weight
 
     def _flag_caps(self, flags: FlagBoard, evidence: ProbeEvidence) -> FloatArray:
         """float64 [n_families]: the share cap of each flagged family (inf: not flagged)."""

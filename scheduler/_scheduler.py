@@ -172,7 +172,13 @@ class Scheduler:
             )
         self._events += self.flags.refresh(self.skill, self.step)
         self._events += self.pipeline.compute(
-            raw, self.tiers.tier, self.flags, self.evidence, self.costs.cost, self.step
+            raw,
+            self.tiers.tier,
+            self.flags,
+            self.evidence,
+            self.costs.cost,
+            self.step,
+            built=self.skill.built,
         )
 
     def snapshot(self) -> SchedulerSnapshot:

@@ -271,3 +271,33 @@ def test_many_episodes_a_batch_of_a_family_learning_bottom_up_do_not_read_as_a_f
     model = SkillModel(cat)
     model._rise_share = 0.0
     assert _bottom_up_run(model, cat, learner=0, coin=1) == (True, True)
+
+
+def test_built_counts_the_training_before_mastery_and_a_saturated_batch_follows_it() -> None:
+    """Episodes count in ``built`` only while the top tier is not mastered; when every
+    family is mastered, the spare share goes by it, so a family that came mastered (built
+    by no training) keeps only its cap."""
+    cat = _catalog(tiers=2)
+    sched = Scheduler(cat, seed=0)
+    sk = sched.skill
+    _train(sk, cat, family=0, tier=0, k=10, n=12)  # not mastered: all 12 count
+    assert sk.built[0] == 12 and sk.built[1:].sum() == 0
+    for _ in range(8):  # every family's top tier passes in probes: all mastered
+        sk.observe_probes(np.arange(10), np.ones(10, dtype=np.int64), np.ones(10), np.full(10, 64))
+    assert sk.mastered().all()
+    _train(sk, cat, family=1, tier=1, k=12, n=12)  # mastered already: counts for nothing
+    assert sk.built[1] == 0
+    sk.built[:] = 0.0
+    sk.built[[0, 1]] = [300.0, 100.0]
+    sched.pipeline.invalidate()
+    family = sched.weights().family
+    cap = sched.config.skill.mastered_weight / cat.n_families
+    np.testing.assert_allclose(family[2:], cap)  # mastered with no training: the cap only
+    spare = 1.0 - cat.n_families * cap
+    np.testing.assert_allclose(family[:2], cap + spare * np.array([0.75, 0.25]))
+    older = {k: v for k, v in sk.state_dict().items() if k != "built"}  # a state from before
+    other = SkillModel(cat)
+    other.load_state_dict(older)
+    np.testing.assert_array_equal(other.built, sk.episodes)  # every episode counted then
+    with pytest.raises(ValueError, match="built"):
+        other.load_state_dict(dict(older, built=np.full(cat.n_families, -1.0)))

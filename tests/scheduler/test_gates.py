@@ -28,6 +28,24 @@ def test_when_every_family_is_flagged_the_first_ones_take_the_spare_share() -> N
     np.testing.assert_allclose(even, 0.25)
 
 
+def test_the_first_ones_take_the_spare_share_by_their_weights() -> None:
+    """Weights split the spare share; a first family of weight 0 (a mastered family that
+    no training built) keeps its cap while the others can take the rest."""
+    cat = Catalog.synthetic(1, 4, 2)
+    gates = _gates(cat)
+    caps = np.ones(4)
+    flag_cap = np.full(4, 0.05)
+    first = np.array([3.0, 1.0, 0.0, 0.0])
+    held = gates.hold_flagged(caps, flag_cap, first=first)
+    assert held.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(held[2:], 0.05)
+    np.testing.assert_allclose(held[:2], [0.05 + 0.6, 0.05 + 0.2])  # 0.8 spare, 3 : 1
+    capped = gates.hold_flagged(np.array([0.3, 1.0, 1.0, 1.0]), flag_cap, first=first)
+    assert capped[0] == pytest.approx(0.3)  # at its own ceiling: the rest goes on ...
+    assert capped[1] == pytest.approx(0.6)  # ... to the other weighted one
+    np.testing.assert_allclose(capped[2:], 0.05)
+
+
 def test_the_others_are_raised_only_when_the_first_ones_cannot_fill_a_batch() -> None:
     cat = Catalog.synthetic(1, 4, 2)
     gates = _gates(cat)
