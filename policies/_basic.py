@@ -16,6 +16,8 @@ from ._view import ArmView
 class Uniform(Stateless):
     """Every family equally often (the scheduler reads the weight of each family's current arm)."""
 
+    constant = True  # the catalog alone decides the weights: asked for them once
+
     def weights(self, view: ArmView, state: PolicyState) -> npt.NDArray[np.float64]:
         return np.ones(view.catalog.n_arms)
 
@@ -24,6 +26,8 @@ class Uniform(Stateless):
 @dataclass(frozen=True)
 class Static(Stateless):
     """The fixed mix from the manifests: each family's ``weight`` field."""
+
+    constant = True
 
     def weights(self, view: ArmView, state: PolicyState) -> npt.NDArray[np.float64]:
         catalog = view.catalog

@@ -26,6 +26,8 @@ class Policy(Protocol):
 
     A policy holds no authoritative state. If it needs memory (a bandit's weights), it keeps it
     in the dict returned by ``init_state``: the scheduler owns that dict, saves it and restores it.
+    A policy whose weights depend on the catalog alone may say so with a class attribute
+    ``constant = True`` (``uniform``, ``static``): the scheduler then asks for them once.
     """
 
     def init_state(self, catalog: Catalog) -> PolicyState: ...

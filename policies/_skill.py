@@ -108,6 +108,17 @@ _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is 
 _HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual
 
 
+def _median(values: FloatArray) -> float:
+    """``np.median`` of a non-empty array of finite values, the same to the last bit,
+    without its wrapper's cost (a refresh reads two medians)."""
+    n = values.shape[0]
+    k = n // 2
+    if n % 2:
+        return float(np.partition(values, k)[k])
+    part = np.partition(values, (k - 1, k))
+    return float((part[k - 1] + part[k]) / 2.0)
+
+
 def distinct(values: IntArray, bound: int) -> tuple[IntArray, IntArray]:
     """``np.unique(values, return_inverse=True)`` for ids in [0, bound): a ``bincount``
     where the ids cover much of the range (a probe round of every family), a sort where
@@ -158,6 +169,9 @@ class SkillModel:
         self._top = (catalog.n_tiers - 1).astype(np.float64)
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
+        self._probe_version = 0  # bumped by every probe update and load: hacked() reads them
+        self._reach_at: tuple[int, BoolArray] | None = None  # out_of_reach(), by version
+        self._hacked_at: tuple[int, BoolArray] | None = None  # hacked(), by probe version
         self._chance = catalog.chance_success.astype(np.float64)
         # the share of a batch's rise in skill its outcomes are scored at, on average, by the
         # slope test (observe_training); 0 scores them at the belief before the batch, as
@@ -289,10 +303,14 @@ class SkillModel:
         """bool [n_families]: even tier 0 passes under ``reach_floor`` (normalised) with
         confidence: an impossible family, or one too far from its easiest tier to learn
         from it (its rare passes carry almost no signal)."""
+        if self._reach_at is not None and self._reach_at[0] == self.version:
+            return self._reach_at[1]  # read twice a refresh: by the flags and by stalled()
         cfg = self.config
         mu, var = self.belief()
         floor = np.log(cfg.reach_floor / (1.0 - cfg.reach_floor)) / cfg.slope
         result: BoolArray = mu + cfg.confidence * np.sqrt(var) < floor
+        result.setflags(write=False)
+        self._reach_at = (self.version, result)
         return result
 
     def progress(self) -> FloatArray:
@@ -317,7 +335,7 @@ class SkillModel:
         judged = (self.episodes >= max(cfg.patience / 4, 1.0)) & ~self.out_of_reach()
         typical = 0.0
         if judged.any():
-            typical = float(np.median(mu[judged] / self.episodes[judged])) * cfg.patience
+            typical = _median(mu[judged] / self.episodes[judged]) * cfg.patience
         gain = min(cfg.min_gain, _STALL_SHARE * max(typical, 0.0))
         forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
         result: BoolArray = (self.episodes >= cfg.patience) & (moved < gain) & ~forgetting
@@ -327,15 +345,19 @@ class SkillModel:
         """bool [n_families]: over two probe rounds or more, held-out results fall short of
         what the training evidence predicts by ``hack_z`` standard errors beyond the median
         family's shortfall (a shift every probe shares is no hack)."""
+        if self._hacked_at is not None and self._hacked_at[0] == self._probe_version:
+            return self._hacked_at[1]  # only probes move it, not the training between them
         probed = self.probe_rounds >= 2
         if not probed.any():
-            return np.zeros(probed.shape[0], dtype=bool)
-        median = float(np.median(self.probe_resid[probed]))
-        # Only a shortfall every probe shares is discounted: a shared excess is the training
-        # belief lagging a model that learns, and a family that does not lag (a mastered
-        # one, a slow one) is no hack for it.
-        median = min(median, 0.0)
-        result: BoolArray = probed & (self.probe_resid - median < -self.config.hack_z)
+            result: BoolArray = np.zeros(probed.shape[0], dtype=bool)
+        else:
+            # Only a shortfall every probe shares is discounted: a shared excess is the
+            # training belief lagging a model that learns, and a family that does not lag
+            # (a mastered one, a slow one) is no hack for it.
+            median = min(_median(self.probe_resid[probed]), 0.0)
+            result = probed & (self.probe_resid - median < -self.config.hack_z)
+        result.setflags(write=False)
+        self._hacked_at = (self._probe_version, result)
         return result
 
     # ------------------------------------------------------------------ evidence
@@ -392,6 +414,7 @@ class SkillModel:
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
         self._changed()
+        self._probe_version += 1
         items = n.astype(np.float64)
         self._track_residuals(families, tiers, scores * items, items)
         touched, owner = distinct(families, self._catalog.n_families)
@@ -553,3 +576,4 @@ class SkillModel:
         for name, value in loaded.items():
             setattr(self, name, value)
         self._changed()
+        self._probe_version += 1

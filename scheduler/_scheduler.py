@@ -106,6 +106,8 @@ class Scheduler:
         self.flags = FlagBoard(catalog)
         self.evidence = ProbeEvidence(catalog, self.stats, cfg.tiers)
         self.policy_state: dict[str, Any] = self.policy.init_state(catalog)
+        # a ``constant`` policy's weights, asked for once (they depend on the catalog alone)
+        self._constant_raw: FloatArray | None = None
         self.variants = VariantCursor(catalog.pool_size, self.seed)
         self.costs = CostModel(catalog, rate=cfg.cost_rate, overrun=cfg.cost_overrun)
         self.breakers = CircuitBreakers(catalog, cfg.breakers)
@@ -164,12 +166,18 @@ class Scheduler:
     def _refresh(self) -> None:
         """Read the flags and recompute the weights (the pipeline's whole, global pass)."""
         cat = self.catalog
-        raw = np.asarray(self.policy.weights(self.view(), self.policy_state), dtype=np.float64)
-        if raw.shape != (cat.n_arms,) or not np.all(np.isfinite(raw)) or (raw < 0).any():
-            raise ValueError(
-                f"policy {policy_params(self.policy)['name']!r} returned invalid weights: "
-                "need finite non-negative values of shape [n_arms]"
-            )
+        raw = self._constant_raw
+        if raw is None:
+            raw = np.asarray(self.policy.weights(self.view(), self.policy_state), dtype=np.float64)
+            if raw.shape != (cat.n_arms,) or not np.all(np.isfinite(raw)) or (raw < 0).any():
+                raise ValueError(
+                    f"policy {policy_params(self.policy)['name']!r} returned invalid weights: "
+                    "need finite non-negative values of shape [n_arms]"
+                )
+            if getattr(self.policy, "constant", False):  # the catalog alone decides them
+                raw = raw.copy()
+                raw.setflags(write=False)  # reused by every refresh: nothing may change it
+                self._constant_raw = raw
         self._events += self.flags.refresh(self.skill, self.step)
         self._events += self.pipeline.compute(
             raw,

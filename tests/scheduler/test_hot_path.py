@@ -261,3 +261,60 @@ def test_an_idle_family_takes_the_first_reason_that_holds() -> None:
     assert idle.codes is not None and idle.codes.dtype == np.int8
     assert np.array_equal(idle.codes, want) and np.array_equal(flags, want > 0)
     assert set(np.unique(want).tolist()) == {0, 1, 2, 3}
+
+
+# ---------------------------------------------------------------------- cached reads
+class _CountingUniform:
+    """``uniform``'s weights, counting how often they are asked for."""
+
+    def __init__(self, constant: bool) -> None:
+        self.constant = constant
+        self.asked = 0
+
+    def init_state(self, catalog: Catalog) -> dict[str, object]:
+        return {}
+
+    def observe(self, view: object, state: object, touched: object) -> None:
+        return None
+
+    def weights(self, view: object, state: object) -> np.ndarray:
+        self.asked += 1
+        return np.ones(view.catalog.n_arms)  # type: ignore[attr-defined]
+
+
+def test_a_constant_policy_is_asked_once_and_draws_what_asking_every_time_draws() -> None:
+    cat = Catalog.synthetic(3, 5, 3)
+    runs = {}
+    for constant in (True, False):
+        policy = _CountingUniform(constant)
+        sched = Scheduler(cat, policy, seed=0)  # type: ignore[arg-type]
+        _run(sched, 30)
+        runs[constant] = (policy.asked, sched.next_batch(64).arm)
+    assert runs[True][0] == 1 and runs[False][0] > 20
+    np.testing.assert_array_equal(runs[True][1], runs[False][1])
+
+
+def test_the_cached_flag_reads_follow_every_update_and_cannot_be_written() -> None:
+    """out_of_reach() is kept until the beliefs move, hacked() until the probes move;
+    each equals a fresh read at every point."""
+    from policies import SkillModel
+
+    cat = Catalog.synthetic(2, 6, 3)
+    sched = Scheduler(cat, seed=0)
+    sk = sched.skill
+    rng = np.random.default_rng(1)
+    families = np.arange(cat.n_families)
+    for step in range(40):
+        _run(sched, 1, seed=step)
+        if step % 4 == 3:
+            scores = np.where(families % 3 == 0, 0.0, rng.random(cat.n_families))
+            sched.record_probes(families, scores, n=np.full(cat.n_families, 8))
+        fresh = SkillModel(cat, sk.config)
+        fresh.load_state_dict(sk.state_dict())
+        np.testing.assert_array_equal(sk.out_of_reach(), fresh.out_of_reach())
+        np.testing.assert_array_equal(sk.hacked(), fresh.hacked())
+        np.testing.assert_array_equal(sk.stalled(), fresh.stalled())
+    with pytest.raises(ValueError, match="read-only"):
+        sk.hacked()[0] = True
+    with pytest.raises(ValueError, match="read-only"):
+        sk.out_of_reach()[0] = True
