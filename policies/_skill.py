@@ -510,13 +510,20 @@ class SkillModel:
         top = self._top[families]
         mu = prior_mu.copy()
         info = np.zeros(m)
+        # one row per family, in order (a probe round of every family): the sums per family
+        # are the rows themselves, with no gather and no bincount (the same values)
+        each = owner.shape[0] == m and bool((owner == np.arange(m)).all())
         for _ in range(_NEWTON_STEPS):
-            q = expit(slope * (mu[owner] - tiers))
+            q = expit(slope * ((mu if each else mu[owner]) - tiers))
             p = np.clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
             dp = (1.0 - chance) * slope * q * (1.0 - q)
             pq = p * (1.0 - p)
-            grad = np.bincount(owner, weights=(k - n * p) * dp / pq, minlength=m)
-            info = np.bincount(owner, weights=n * dp * dp / pq, minlength=m).astype(np.float64)
+            if each:
+                grad = (k - n * p) * dp / pq + 0.0  # + 0.0: bincount's -0.0 is 0.0
+                info = n * dp * dp / pq + 0.0
+            else:
+                grad = np.bincount(owner, weights=(k - n * p) * dp / pq, minlength=m)
+                info = np.bincount(owner, weights=n * dp * dp / pq, minlength=m).astype(np.float64)
             g = grad - prior_prec * (mu - prior_mu)
             move = np.clip(g / (info + prior_prec), -_MAX_STEP, _MAX_STEP)  # damped
             mu = np.clip(mu + move, -_REACH, top + _REACH)
