@@ -531,11 +531,36 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes, 20 steps")
     parser.add_argument("--profile", type=Path, help="write a pyinstrument profile here")
     parser.add_argument("--out", type=Path, help="also write the results as JSON")
+    parser.add_argument(
+        "--keep-heap",
+        action="store_true",
+        help="glibc: keep a 256 MiB heap pad and never trim the heap (docs/scaling.md)",
+    )
     return parser.parse_args(argv)
+
+
+def keep_heap() -> None:
+    """Ask glibc's malloc to keep freed heap for reuse: a pad of 256 MiB on each growth
+    and no trimming, as ``MALLOC_TOP_PAD_`` and ``MALLOC_TRIM_THRESHOLD_`` do when set
+    before the process starts. The large temporaries of a refresh are then not faulted in
+    again on every use."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
+        raise SystemExit("--keep-heap needs glibc (mallopt)")
+    m_trim_threshold, m_top_pad = -1, -2
+    if not (mallopt(m_trim_threshold, 1 << 30) and mallopt(m_top_pad, 1 << 28)):
+        raise SystemExit("--keep-heap: mallopt refused the settings")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.keep_heap:
+        keep_heap()
     s = settings(args)
     if args.profile is not None and importlib.util.find_spec("pyinstrument") is None:
         raise SystemExit("--profile needs pyinstrument: pip install pyinstrument==5.1.3")
