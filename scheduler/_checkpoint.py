@@ -20,6 +20,11 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
    ``stats.prev_probe_*`` and ``stats.lookahead_*``, the tier controller's counts) are gone.
    A format-2 state of the legacy controller starts its skill model afresh (logged).
    ``cached_weights`` may carry ``episodes_since`` (the refresh rule's count).
+4. the skill model's ``episodes_at_probe``, ``trained_low`` and ``built`` are required
+   (added while format 3 was current, they were refused as missing by the structural
+   check); a format-3 state without them gets what the model read before each existed:
+   ``episodes`` for the first and the last (every episode counted), tier 0 for
+   ``trained_low`` (every probed tier counts as trained).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 3
+STATE_FORMAT = 4
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -128,10 +133,25 @@ def _drop_legacy_parts(state: dict[str, Any], sched: Scheduler) -> dict[str, Any
     return state
 
 
+def _fill_skill_fields_added_in_v3(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """The skill fields added while format 3 was current, at the values the model read
+    before each of them existed."""
+    skill = state.get("skill")
+    if isinstance(skill, Mapping):
+        skill = dict(skill)
+        episodes = skill.get("episodes")
+        skill.setdefault("episodes_at_probe", episodes)
+        skill.setdefault("built", episodes)
+        skill.setdefault("trained_low", np.zeros(sched.catalog.n_families))
+        state["skill"] = skill
+    return state
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "fill fields added in format 1", _fill_fields_added_in_v1),
     Migration(1, "pending batches as rows", _pending_rows),
     Migration(2, "drop the legacy tier controller and detectors", _drop_legacy_parts),
+    Migration(3, "fill the skill fields added in format 3", _fill_skill_fields_added_in_v3),
 )
 
 

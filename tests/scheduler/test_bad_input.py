@@ -233,8 +233,31 @@ def test_a_format_1_state_migrates_and_drops_its_unreportable_pending_batches() 
     state["format"], state["pending"] = 1, {str(sched.step - 1): 4}  # format 1's pending
     again = Scheduler(_catalog(), "exp3s", seed=2)
     again.load_state_dict(state)
-    assert again.state_dict()["format"] == 3 and len(again._pending) == 0
+    assert again.state_dict()["format"] == 4 and len(again._pending) == 0
     np.testing.assert_array_equal(again.stats.count, sched.stats.count)
+
+
+def test_a_format_3_state_without_the_skill_fields_added_then_loads() -> None:
+    """``episodes_at_probe``, ``trained_low`` and ``built`` came while format 3 was
+    current; a checkpoint written before them resumes with the values read before them
+    (it was refused as missing)."""
+    sched = Scheduler(_catalog(), seed=0)
+    for _ in range(6):
+        batch = sched.next_batch(16)
+        sched.report(batch, rewards=np.ones(16), success=np.ones(16))
+    state = sched.state_dict()
+    old = ("episodes_at_probe", "trained_low", "built")
+    state["format"] = 3
+    state["skill"] = {k: v for k, v in state["skill"].items() if k not in old}
+    again = Scheduler(_catalog(), seed=0)
+    again.load_state_dict(state)
+    skill = again.skill
+    np.testing.assert_array_equal(skill.built, sched.skill.episodes)
+    np.testing.assert_array_equal(skill.episodes_at_probe, sched.skill.episodes)
+    assert (skill.trained_low == 0).all()
+    np.testing.assert_array_equal(skill.train_mu, sched.skill.train_mu)
+    with pytest.raises(ConfigError, match=r"skill\.built: missing"):
+        Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=4))
 
 
 @pytest.mark.parametrize("policy", ["uniform", "learning_progress", "exp3s", "regression_guard"])
