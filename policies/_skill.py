@@ -289,14 +289,16 @@ class SkillModel:
     def mastered(self) -> BoolArray:
         """bool [n_families]: the top tier passes at ``mastered_at`` with confidence."""
         mu, var = self.belief()
-        result: BoolArray = mu - self.config.confidence * np.sqrt(var) >= self._mastered_at()
-        return result
+        return self._mastered(mu, var)
 
-    def _mastered_at(self, families: IntArray | None = None) -> FloatArray:
-        """The skill at which the top tier passes at ``mastered_at`` (of ``families``)."""
+    def _mastered(
+        self, mu: FloatArray, var: FloatArray, families: IntArray | None = None
+    ) -> BoolArray:
+        """The mastered test of beliefs ``mu``, ``var`` (of ``families``, default all)."""
         cfg = self.config
         top = self._top if families is None else self._top[families]
-        result: FloatArray = top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
+        need = top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
+        result: BoolArray = mu - cfg.confidence * np.sqrt(var) >= need
         return result
 
     def out_of_reach(self) -> BoolArray:
@@ -383,10 +385,8 @@ class SkillModel:
         lowest = tiers[np.searchsorted(owner, np.arange(families.shape[0]))]
         self.trained_low[families] = np.minimum(self.trained_low[families], lowest)
         before, before_var = self.belief_at(families)
-        learning = before - self.config.confidence * np.sqrt(before_var) < self._mastered_at(
-            families
-        )
-        self.built[families] += np.where(learning, per_family, 0.0)
+        mastered = self._mastered(before, before_var, families)
+        self.built[families] += np.where(mastered, 0.0, per_family)
         self.train_var[families] += self.config.drift * per_family
         self.probe_var[families] += self.config.drift * per_family
         self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)

@@ -43,11 +43,13 @@ def fill_to_one(
             caps[below] += spare * min(1.0, need / max(spare.sum(), 1e-300))
             continue
         share = None if weight is None else np.where(below, caps * weight, 0.0)
-        if share is None or share.sum() <= 0:
+        total = 0.0 if share is None else float(share.sum())
+        if share is None or total <= 0:
             caps = np.where(below, np.minimum(ceiling, caps * need / room), caps)
         else:
-            grow = share * ((need - room) / share.sum())
-            caps = np.where(below, np.minimum(ceiling, caps + grow), caps)
+            caps = np.where(
+                below, np.minimum(ceiling, caps + share * ((need - room) / total)), caps
+            )
     return caps
 
 
