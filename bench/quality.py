@@ -125,6 +125,16 @@ GRID: tuple[Regime, ...] = (
         P("asked", 25, 32),
         {"learning_rate": 0.01},
     ),
+    Regime(  # yes/no answers: half pass by chance, at every tier, before any learning
+        "skill_chance",
+        "dev",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        catalog={"chance_success": 0.5},
+    ),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
@@ -264,6 +274,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return compute(*args, **(kwargs | {"built": None}))
 
         sched.pipeline.compute = evenly  # type: ignore[method-assign]
+    elif without == "trend":  # the belief only fades as a family trains; its mean stays
+        sched.skill._trend = False
     elif without == "slope_lag":  # the slope test scores a batch at the belief before it
         sched.skill._rise_share = 0.0
     elif without is not None:
@@ -331,6 +343,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_slope_lag": {"without": "slope_lag"},
     # a spare share split evenly over the mastered, not by the training it took to master
     "no_built_spare": {"without": "built_spare"},
+    # training moves a belief's variance, not its mean by the family's recent rise
+    "no_trend": {"without": "trend"},
 }
 
 
