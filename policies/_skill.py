@@ -11,7 +11,11 @@ report and each probe is a batch of binomial counts ``(k of n at tier t)``; the 
 updated by a few Newton steps on the log-posterior (a Laplace approximation, as Glicko and
 online IRT do), vectorised over the families touched. Skill moves while the model trains,
 so every training episode adds ``drift`` to the variance: old evidence fades by itself and a
-family that learns is tracked, without windows or counts kept per tier.
+family that learns is tracked, without windows or counts kept per tier. A family that
+rose by ``min_gain`` or more over its last ``patience`` episodes also has its mean moved
+by that rise per episode as it trains (a local trend, as a Kalman filter's predict step):
+where each outcome says little (answers that pass by chance half the time) a belief that
+only fades lags a learning family by a tier, and its tasks come too easy.
 
 From the belief follow the three decisions the curriculum makes for a ladder family:
 
@@ -177,6 +181,9 @@ class SkillModel:
         # slope test (observe_training); 0 scores them at the belief before the batch, as
         # bench/quality.py's ablation does
         self._rise_share = 0.5
+        # whether training moves the belief by the family's recent rise (observe_training);
+        # bench/quality.py's ablation turns it off
+        self._trend = True
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
@@ -389,6 +396,18 @@ class SkillModel:
         self.built[families] += np.where(mastered, 0.0, per_family)
         self.train_var[families] += self.config.drift * per_family
         self.probe_var[families] += self.config.drift * per_family
+        if self._trend:
+            # The predict step: the rise per episode of the last ``patience`` or so (the EMA
+            # ``slow_mu`` trails a steady rise by ``patience`` episodes' worth), times the
+            # batch's episodes, where that rise is a new best (``min_gain``, as stalled()
+            # reads it): a coin flip's belief wanders, and a trend read from its wandering
+            # would feed itself. Both beliefs move alike, so their gap (the hack signal) holds.
+            patience = max(self.config.patience, 1)
+            moved = before - self.slow_mu[families]
+            per_episode = np.where(moved >= self.config.min_gain, moved, 0.0) / patience
+            rise = per_episode * per_family
+            self.train_mu[families] += rise
+            self.probe_mu[families] += rise
         self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)
         # The slope test scores a batch's outcomes as if they came one by one: the i-th of a
         # family's n against the belief about i/n of the way through the batch's rise.

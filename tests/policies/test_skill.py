@@ -55,9 +55,33 @@ def test_a_family_that_keeps_improving_is_not_stalled() -> None:
     cat = _catalog()
     model = SkillModel(cat, SkillConfig(patience=16))
     for _ in range(8):  # trained where the model places it, and passing most: climbing
+        if model.tier()[2] == 3:
+            break  # at the top: no tier left to climb (passing 7 of 8 there is a plateau)
         _train(model, cat, family=2, tier=int(model.tier()[2]), k=7, n=8)
         assert not model.stalled()[2]
     assert model.tier()[2] == 3
+
+
+def test_training_moves_a_rising_belief_by_its_recent_rise_per_episode() -> None:
+    # The predict step: a family that rose over its last episodes is expected to keep
+    # rising as it trains. Outcomes far below its skill (tier 0, all passed) say almost
+    # nothing, so what moves its belief is the trend: (mu - slow_mu) / patience an episode.
+    cat = _catalog()
+    model = SkillModel(cat, SkillConfig(patience=16))
+    for _ in range(3):
+        _train(model, cat, family=2, tier=int(model.tier()[2]), k=7, n=8)
+    mu0 = model.belief()[0][2]
+    trend = (mu0 - model.slow_mu[2]) / 16
+    assert trend > 0.02
+    _train(model, cat, family=2, tier=0, k=8, n=8)
+    moved = model.belief()[0][2] - mu0
+    assert 8 * trend - 0.01 <= moved <= 8 * trend + 0.1  # the passes can only add a little
+    # a family whose belief never rose (it fails tier 0) gets no trend: it does not drift up
+    for _ in range(3):
+        _train(model, cat, family=5, tier=0, k=0, n=8)
+    before = model.belief()[0][5]
+    _train(model, cat, family=5, tier=0, k=0, n=8)
+    assert model.belief()[0][5] <= before
 
 
 def test_training_far_above_the_probes_is_hacked_but_a_shared_probe_shift_is_not() -> None:
