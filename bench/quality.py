@@ -258,15 +258,6 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
     if without == "spare_order":  # every flagged family's cap raised evenly, as before
         nobody = np.zeros(catalog.n_families, dtype=bool)
         sched.flags.spare_first = lambda: nobody  # type: ignore[method-assign]
-    elif without == "hack_tiers":  # every probed tier counts as trained
-        skill, observe = sched.skill, sched.skill.observe_training
-
-        def every_tier(arm: Any, success: Any) -> Any:
-            touched = observe(arm, success)
-            skill.trained_low[:] = 0.0
-            return touched
-
-        skill.observe_training = every_tier  # type: ignore[method-assign]
     elif without == "built_spare":  # the mastered take a spare share evenly, as before
         compute = sched.pipeline.compute
 
@@ -337,8 +328,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # where every family is flagged, raise all caps evenly (not the mastered and stalled first)
     "no_spare_order": {"without": "spare_order"},
     "no_ceiling": {"skill": {"max_weight": 1e9}},  # an unflagged family may take any share
-    # hack evidence from probes at every tier, those below the tiers trained included
-    "no_hack_tiers": {"without": "hack_tiers"},
     # the slope test scores a batch's outcomes at the belief before it, not partway through
     "no_slope_lag": {"without": "slope_lag"},
     # a spare share split evenly over the mastered, not by the training it took to master

@@ -29,8 +29,7 @@ From the belief follow the three decisions the curriculum makes for a ladder fam
 * hacked: training evidence reads the skill far above what held-out probes read, further
   than the other families' shortfall (a drift shared by every probe is not a hack), where
   the family trained since its last probe (a family left untrained forgets, and reads
-  lower than its stale training evidence for that reason alone), and only from probes at
-  or above the tiers it trained at (a tier below may lag without any hack).
+  lower than its stale training evidence for that reason alone).
 
 Training and probe evidence are kept as two beliefs (``train_*``, ``probe_*``) fused into
 one: the gap between them is the hacking signal, and fusing needs no second pass.
@@ -163,8 +162,6 @@ class SkillModel:
         # what it took to learn the family (none for one that came mastered); a saturated
         # batch's spare share goes to mastered families in proportion to it
         self.built = np.zeros(n)
-        # float64 [n_families]: the lowest tier trained since its last probe (n_tiers: none)
-        self.trained_low = catalog.n_tiers.astype(np.float64)
         # float64 [5, n_families]: the score test of the belief's slope, from training
         # outcomes (each against the belief of its time), fading per episode: the scores of
         # skill and slope, and their information (skill-skill, slope-slope, cross). The
@@ -388,9 +385,6 @@ class SkillModel:
             np.float64
         )
         tiers = cat.tier_of_arm[arms]
-        # arms are sorted, so each family's first arm here is its lowest tier trained
-        lowest = tiers[np.searchsorted(owner, np.arange(families.shape[0]))]
-        self.trained_low[families] = np.minimum(self.trained_low[families], lowest)
         before, before_var = self.belief_at(families)
         mastered = self._mastered(before, before_var, families)
         self.built[families] += np.where(mastered, 0.0, per_family)
@@ -482,12 +476,6 @@ class SkillModel:
         """Standardised residuals of probe counts under the training belief's predictive
         (binomial spread plus the belief's own, by the delta method), averaged per family."""
         cfg, nf = self.config, self._catalog.n_families
-        # Only probes at or above the lowest tier trained since the family's last probe: a
-        # gamed reward inflates the trained tiers' passes, while a tier left behind may
-        # simply lag (a ladder's lower tiers need not keep up with the one it trains at).
-        above = tier >= self.trained_low[family]
-        if not above.all():
-            family, tier, k, n = family[above], tier[above], k[above], n[above]
         chance = self._chance[family]
         q = expit(cfg.slope * (self.train_mu[family] - tier))
         p = chance + (1.0 - chance) * q
@@ -501,7 +489,6 @@ class SkillModel:
         # belief is stale, and a probe reading less (forgetting) is no hack.
         trained = self.episodes[families] - self.episodes_at_probe[families] >= _HACK_FRESH
         self.episodes_at_probe[families] = self.episodes[families]
-        self.trained_low[families] = self._catalog.n_tiers[families]
         families, mean = families[trained], mean[trained]
         fresh = self.probe_rounds[families] == 0
         rate = np.where(fresh, 1.0, _RESID_RATE)
@@ -562,7 +549,6 @@ class SkillModel:
         "probe_rounds",
         "episodes",
         "episodes_at_probe",
-        "trained_low",
         "built",
     )
 
@@ -576,7 +562,6 @@ class SkillModel:
         loaded = {}
         state = dict(state)
         state.setdefault("episodes_at_probe", state.get("episodes"))  # states before it
-        state.setdefault("trained_low", np.zeros(cat.n_families))  # before it: every tier
         state.setdefault("built", state.get("episodes"))  # before it: every episode counted
         for name in self._FAMILY_ARRAYS:
             if state.get(name) is None:
@@ -596,9 +581,6 @@ class SkillModel:
         for name in ("episodes", "episodes_at_probe", "probe_rounds", "built"):
             if (loaded[name] < 0).any():
                 raise ValueError(f"skill.{name}: counts must be >= 0")
-        low = loaded["trained_low"]
-        if ((low < 0) | (low > cat.n_tiers)).any():
-            raise ValueError("skill.trained_low: tiers must be in [0, n_tiers]")
         for name, value in loaded.items():
             setattr(self, name, value)
         self._changed()

@@ -25,6 +25,8 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
    check); a format-3 state without them gets what the model read before each existed:
    ``episodes`` for the first and the last (every episode counted), tier 0 for
    ``trained_low`` (every probed tier counts as trained).
+5. the skill model's ``trained_low`` is gone (hack evidence from every probed tier: the
+   rule it kept moved nothing on the quality grid's ablation); a format-4 state drops it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 4
+STATE_FORMAT = 5
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -142,8 +144,15 @@ def _fill_skill_fields_added_in_v3(state: dict[str, Any], sched: Scheduler) -> d
         episodes = skill.get("episodes")
         skill.setdefault("episodes_at_probe", episodes)
         skill.setdefault("built", episodes)
-        skill.setdefault("trained_low", np.zeros(sched.catalog.n_families))
         state["skill"] = skill
+    return state
+
+
+def _drop_trained_low(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """The skill model keeps no lowest tier trained since a probe any more."""
+    skill = state.get("skill")
+    if isinstance(skill, Mapping):
+        state["skill"] = {k: v for k, v in skill.items() if k != "trained_low"}
     return state
 
 
@@ -152,6 +161,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "pending batches as rows", _pending_rows),
     Migration(2, "drop the legacy tier controller and detectors", _drop_legacy_parts),
     Migration(3, "fill the skill fields added in format 3", _fill_skill_fields_added_in_v3),
+    Migration(4, "drop the skill model's lowest tier trained", _drop_trained_low),
 )
 
 

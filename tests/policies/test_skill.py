@@ -100,29 +100,6 @@ def test_training_far_above_the_probes_is_hacked_but_a_shared_probe_shift_is_not
     assert not hacked[families != 4].any()
 
 
-def test_probes_below_the_tiers_trained_are_no_hack_evidence_but_at_them_they_are() -> None:
-    # A ladder's lower tiers may lag the tier it trains at: every family trains at tier 2,
-    # and family 4's probes at tier 0 fail. Only when its probes at tier 2 fail too (the
-    # tier its passes come from) is it a hack.
-    cat = _catalog()
-    families = np.arange(cat.n_families)
-
-    def run(probe_tier: int) -> bool:
-        model = SkillModel(cat)
-        for _ in range(6):
-            for f in families:
-                _train(model, cat, family=int(f), tier=2, k=6, n=8)
-            tiers = np.where(families == 4, probe_tier, 2)
-            scores = np.where(families == 4, 0.0, 0.75)
-            model.observe_probes(families, tiers, scores, np.full(families.size, 8))
-        counted = families != 4 if probe_tier < 2 else families >= 0
-        assert (model.trained_low[counted] == cat.n_tiers[counted]).all()  # reset by a probe
-        return bool(model.hacked()[4])
-
-    assert not run(probe_tier=0)
-    assert run(probe_tier=2)
-
-
 def test_on_a_slow_learner_a_family_rising_slowly_is_not_stalled_but_a_plateau_is() -> None:
     # Every family climbs a tenth of a tier per 16 episodes (under min_gain per patience),
     # except family 9, which sits at tier 1 passing half its episodes.
@@ -181,12 +158,6 @@ def test_state_round_trips_and_a_bad_state_is_refused() -> None:
         other.load_state_dict(broken)
     with pytest.raises(ValueError, match="train_mu"):
         other.load_state_dict(dict(state, train_mu=np.zeros(3)))
-    with pytest.raises(ValueError, match="trained_low"):
-        other.load_state_dict(dict(state, trained_low=np.full(cat.n_families, 9.0)))
-    assert other.trained_low[0] == 1.0  # the lowest tier family 0 trained at
-    older = {k: v for k, v in state.items() if k != "trained_low"}  # a state from before it
-    other.load_state_dict(older)
-    assert (other.trained_low == 0).all()  # every tier counts, as it did then
 
 
 def test_the_default_scheduler_draws_tiers_from_the_skill_model() -> None:

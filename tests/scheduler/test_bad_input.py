@@ -233,7 +233,7 @@ def test_a_format_1_state_migrates_and_drops_its_unreportable_pending_batches() 
     state["format"], state["pending"] = 1, {str(sched.step - 1): 4}  # format 1's pending
     again = Scheduler(_catalog(), "exp3s", seed=2)
     again.load_state_dict(state)
-    assert again.state_dict()["format"] == 4 and len(again._pending) == 0
+    assert again.state_dict()["format"] == 5 and len(again._pending) == 0
     np.testing.assert_array_equal(again.stats.count, sched.stats.count)
 
 
@@ -254,10 +254,26 @@ def test_a_format_3_state_without_the_skill_fields_added_then_loads() -> None:
     skill = again.skill
     np.testing.assert_array_equal(skill.built, sched.skill.episodes)
     np.testing.assert_array_equal(skill.episodes_at_probe, sched.skill.episodes)
-    assert (skill.trained_low == 0).all()
+    assert not hasattr(skill, "trained_low")
     np.testing.assert_array_equal(skill.train_mu, sched.skill.train_mu)
     with pytest.raises(ConfigError, match=r"skill\.built: missing"):
         Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=4))
+
+
+def test_a_format_4_state_with_the_lowest_tier_trained_loads_without_it() -> None:
+    """Format 4 kept the skill model's ``trained_low``; format 5 does not (the rule it
+    served moved nothing on the grid's ablation), so a format-4 checkpoint drops it."""
+    sched = Scheduler(_catalog(), seed=0)
+    for _ in range(6):
+        batch = sched.next_batch(16)
+        sched.report(batch, rewards=np.ones(16), success=np.ones(16))
+    state = sched.state_dict()
+    state["format"] = 4
+    state["skill"] = dict(state["skill"], trained_low=np.zeros(sched.catalog.n_families))
+    again = Scheduler(_catalog(), seed=0)
+    again.load_state_dict(state)
+    assert "trained_low" not in again.state_dict()["skill"]
+    np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
 
 
 @pytest.mark.parametrize("policy", ["uniform", "learning_progress", "exp3s", "regression_guard"])
