@@ -390,13 +390,13 @@ class SkillModel:
         self.built[families] += np.where(mastered, 0.0, per_family)
         self.train_var[families] += self.config.drift * per_family
         self.probe_var[families] += self.config.drift * per_family
+        patience = max(self.config.patience, 1)  # episodes: the trend's and slow_mu's window
         if self._trend:
             # The predict step: the rise per episode of the last ``patience`` or so (the EMA
             # ``slow_mu`` trails a steady rise by ``patience`` episodes' worth), times the
             # batch's episodes, where that rise is a new best (``min_gain``, as stalled()
             # reads it): a coin flip's belief wanders, and a trend read from its wandering
             # would feed itself. Both beliefs move alike, so their gap (the hack signal) holds.
-            patience = max(self.config.patience, 1)
             moved = before - self.slow_mu[families]
             per_episode = np.where(moved >= self.config.min_gain, moved, 0.0) / patience
             rise = per_episode * per_family
@@ -415,7 +415,7 @@ class SkillModel:
         self._test_slope(families, owner, tiers, k_arm, n_arm, per_family, scored_at)
         self.episodes[families] += per_family
         mu, _ = self.belief_at(families)
-        rate = 1.0 - (1.0 - 1.0 / max(self.config.patience, 1)) ** per_family
+        rate = 1.0 - (1.0 - 1.0 / patience) ** per_family
         self.slow_mu[families] += rate * (mu - self.slow_mu[families])
         return families
 
