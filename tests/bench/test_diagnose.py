@@ -1,0 +1,54 @@
+"""bench/diagnose.py: the episode shares it reports add up, the oracle trains only at the
+frontier it defines, and a bad flag is one line and exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from diagnose import COLUMNS, frontier, run  # noqa: E402
+
+from domains import Catalog  # noqa: E402
+
+
+def test_the_frontier_is_the_lowest_tier_not_yet_learned() -> None:
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=3, n_tiers=3)
+    true_arm = np.array([1.0, 0.5, 0.2, 1.0, 1.0, 0.99, 0.1, 0.96, 0.0])
+    assert frontier(cat, true_arm).tolist() == [1, 2, 0]  # all learned: the top tier
+
+
+@pytest.mark.slow
+def test_shares_add_up_and_the_oracle_trains_at_the_frontier_only() -> None:
+    ours = run("ladder_all", 0, "ours", {}, every=10)
+    oracle = run("ladder_all", 0, "oracle", {}, every=10)
+    for cell in (ours, oracle):
+        shares = np.array(cell["shares"])
+        assert shares.shape == (4, len(COLUMNS))
+        np.testing.assert_allclose(shares.sum(axis=1), 1.0)
+    # while a family is left to learn, the oracle trains only those, at their frontier
+    # (once every one is learned it draws from all: the last quarters of this regime)
+    first_half = np.array(oracle["shares"])[:2]
+    assert first_half[:, COLUMNS.index("at")].min() == 1.0
+    assert np.array(ours["shares"])[:, COLUMNS.index("at")].max() < 1.0
+    assert oracle["flags"] == {}  # flags are read from the default scheduler only
+    assert ours["flags"]["noise"]["held"] > 0.5  # coin flips are caught by the end
+
+
+def test_a_bad_regime_is_one_line_and_exit_code_2() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "diagnose.py"), "--regime", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    assert "--regime nope: unknown" in result.stderr
+    assert "Traceback" not in result.stderr
