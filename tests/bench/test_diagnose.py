@@ -3,7 +3,6 @@ frontier it defines, and a bad flag is one line and exit code 2."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from diagnose import COLUMNS, frontier, run  # noqa: E402
+from diagnose import COLUMNS, frontier, main, run  # noqa: E402
 
 from domains import Catalog  # noqa: E402
 
@@ -41,14 +40,8 @@ def test_shares_add_up_and_the_oracle_trains_at_the_frontier_only() -> None:
     assert ours["flags"]["noise"]["held"] > 0.5  # coin flips are caught by the end
 
 
-def test_a_bad_regime_is_one_line_and_exit_code_2() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "diagnose.py"), "--regime", "nope"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-    assert result.returncode == 2
-    assert "--regime nope: unknown" in result.stderr
-    assert "Traceback" not in result.stderr
+def test_a_bad_regime_is_one_line_and_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--regime", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "--regime nope: unknown" in err
+    assert "Traceback" not in err
