@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from _common import BenchError, markdown_table, run_main
-from _runners import Evaluator, SchedulerRunner
-from _students import make_student, scored, top_score
-from quality import GRID, make_runner
+from _runners import SchedulerRunner
+from _students import TRAPS, scored, top_score
+from quality import GRID, build_cell
 
 from domains import Catalog
 from scheduler.backends import FamilyKind
@@ -44,7 +44,6 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 DONE = 0.95  # a true pass rate this high counts as learned
-TRAPS = (FamilyKind.IMPOSSIBLE, FamilyKind.NOISE, FamilyKind.MASTERED, FamilyKind.HACKABLE)
 COLUMNS = [k.name.lower() for k in TRAPS] + ["done", "at", "below", "above"]
 
 
@@ -62,12 +61,10 @@ def run(
 ) -> dict[str, Any]:
     """One cell: episode shares per quarter, and when the default held its traps back."""
     regime = {r.name: r for r in GRID}[regime_name]
-    d, f, t = regime.shape
-    catalog = Catalog.synthetic(n_domains=d, families_per_domain=f, n_tiers=t, **regime.catalog)
-    student = make_student(regime.student, catalog, seed, **regime.learner)
     ours = runner_name == "ours"
-    runner = make_runner(runner_name, catalog, seed, student, regime, variant if ours else None)
-    evaluator = Evaluator(regime.protocol, student, seed)
+    catalog, student, runner, evaluator = build_cell(
+        regime, runner_name, seed, variant if ours else None
+    )
     evaluator.tick(0, runner)
     kind = np.asarray(student.kind)
     learnable = scored(student)
@@ -80,7 +77,7 @@ def run(
         done = (top_score(student) >= DONE)[fam] & learnable[fam]
         open_ = learnable[fam] & ~done
         quarter = min(3, (step - 1) * 4 // regime.steps)
-        row = [np.sum(kind[fam] == k) for k in TRAPS]
+        row = np.bincount(kind[fam], minlength=len(FamilyKind))[list(TRAPS)].tolist()
         row += [done.sum(), (open_ & (tier == best)).sum()]
         row += [(open_ & (tier < best)).sum(), (open_ & (tier > best)).sum()]
         shares[quarter] += row

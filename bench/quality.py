@@ -274,13 +274,20 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
     return sched
 
 
-def run_cell(task: tuple[Regime, str, int, dict[str, Any] | None]) -> Cell:
-    regime, runner_name, seed, ablate = task
+def build_cell(
+    regime: Regime, runner_name: str, seed: int, ablate: dict[str, Any] | None
+) -> tuple[Catalog, Any, Runner, Evaluator]:
+    """A cell's catalog, fresh student, runner and evaluator (``bench/diagnose.py`` too)."""
     d, f, t = regime.shape
     catalog = Catalog.synthetic(n_domains=d, families_per_domain=f, n_tiers=t, **regime.catalog)
     student = make_student(regime.student, catalog, seed, **regime.learner)
     runner = make_runner(runner_name, catalog, seed, student, regime, ablate)
-    evaluator = Evaluator(regime.protocol, student, seed)
+    return catalog, student, runner, Evaluator(regime.protocol, student, seed)
+
+
+def run_cell(task: tuple[Regime, str, int, dict[str, Any] | None]) -> Cell:
+    regime, runner_name, seed, ablate = task
+    _, student, runner, evaluator = build_cell(regime, runner_name, seed, ablate)
     keep = scored(student)
     hackable = student.kind == FamilyKind.HACKABLE
     curve = [float(top_score(student)[keep].mean())]
