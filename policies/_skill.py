@@ -26,13 +26,13 @@ From the belief follow the three decisions the curriculum makes for a ladder fam
 * stalled: ``patience`` training episodes without the skill rising ``min_gain`` (or a
   quarter of what the typical family rises in as many episodes, on a slow learner), so an
   impossible family, a coin flip and a plateau get less until they move;
-* hacked: training evidence reads the skill far above what held-out probes read, further
-  than the other families' shortfall (a drift shared by every probe is not a hack), where
-  the family trained since its last probe (a family left untrained forgets, and reads
-  lower than its stale training evidence for that reason alone).
+* hacked: held-out probes fall short of the training passes at the same tier since the
+  family's last probe, further than the other families' shortfall (a drift shared by every
+  probe is not a hack). Only trained tiers count: a tier left behind may lag, and a family
+  left untrained forgets; and a family forgetting where it trains fails in training too.
 
 Training and probe evidence are kept as two beliefs (``train_*``, ``probe_*``) fused into
-one: the gap between them is the hacking signal, and fusing needs no second pass.
+one, so fusing needs no second pass.
 """
 
 from __future__ import annotations
@@ -122,6 +122,20 @@ def _median(values: FloatArray) -> float:
     return float((part[k - 1] + part[k]) / 2.0)
 
 
+def _arm_counts(value: Any, where: str, n_arms: int) -> npt.NDArray[np.int32]:
+    """A saved per-arm count array as int32, or ValueError naming ``where``."""
+    if value is None:
+        raise ValueError(f"{where}: missing")
+    array = np.asarray(value)
+    if array.shape != (n_arms,) or array.dtype.kind not in "iuf":
+        raise ValueError(f"{where}: need {n_arms} counts")
+    counts = array.astype(np.float64)
+    whole = np.isfinite(counts) & (counts == np.rint(counts))
+    if not whole.all() or (counts < 0).any() or (counts > np.iinfo(np.int32).max).any():
+        raise ValueError(f"{where}: counts must be whole numbers in [0, 2**31)")
+    return counts.astype(np.int32)
+
+
 def distinct(values: IntArray, bound: int) -> tuple[IntArray, IntArray]:
     """``np.unique(values, return_inverse=True)`` for ids in [0, bound): a ``bincount``
     where the ids cover much of the range (a probe round of every family), a sort where
@@ -157,11 +171,14 @@ class SkillModel:
         self.probe_resid = np.zeros(n)
         self.probe_rounds = np.zeros(n)
         self.episodes = np.zeros(n)  # float64 [n_families]: training episodes in all
-        self.episodes_at_probe = np.zeros(n)  # float64 [n_families]: ``episodes`` at its last probe
         # float64 [n_families]: training episodes while the top tier was not yet mastered:
         # what it took to learn the family (none for one that came mastered); a saturated
         # batch's spare share goes to mastered families in proportion to it
         self.built = np.zeros(n)
+        # int32 [n_arms]: training episodes and passes at each arm since its family's last
+        # probe: the hacking test compares a probe with the training at the same tier
+        self.since_n = np.zeros(catalog.n_arms, dtype=np.int32)
+        self.since_k = np.zeros(catalog.n_arms, dtype=np.int32)
         # float64 [5, n_families]: the score test of the belief's slope, from training
         # outcomes (each against the belief of its time), fading per episode: the scores of
         # skill and slope, and their information (skill-skill, slope-slope, cross). The
@@ -349,8 +366,8 @@ class SkillModel:
 
     def hacked(self) -> BoolArray:
         """bool [n_families]: over two probe rounds or more, held-out results fall short of
-        what the training evidence predicts by ``hack_z`` standard errors beyond the median
-        family's shortfall (a shift every probe shares is no hack)."""
+        the training passes at the same tiers by ``hack_z`` standard errors beyond the
+        median family's shortfall (a shift every probe shares is no hack)."""
         if self._hacked_at is not None and self._hacked_at[0] == self._probe_version:
             return self._hacked_at[1]  # only probes move it, not the training between them
         probed = self.probe_rounds >= 2
@@ -385,6 +402,8 @@ class SkillModel:
             np.float64
         )
         tiers = cat.tier_of_arm[arms]
+        self.since_n[arms] += n_arm.astype(np.int32)  # arms are distinct: no add.at
+        self.since_k[arms] += k_arm.astype(np.int32)
         before, before_var = self.belief_at(families)
         mastered = self._mastered(before, before_var, families)
         self.built[families] += np.where(mastered, 0.0, per_family)
@@ -396,7 +415,7 @@ class SkillModel:
             # ``slow_mu`` trails a steady rise by ``patience`` episodes' worth), times the
             # batch's episodes, where that rise is a new best (``min_gain``, as stalled()
             # reads it): a coin flip's belief wanders, and a trend read from its wandering
-            # would feed itself. Both beliefs move alike, so their gap (the hack signal) holds.
+            # would feed itself. Both beliefs move alike.
             moved = before - self.slow_mu[families]
             per_episode = np.where(moved >= self.config.min_gain, moved, 0.0) / patience
             rise = per_episode * per_family
@@ -473,25 +492,35 @@ class SkillModel:
     def _track_residuals(
         self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray
     ) -> None:
-        """Standardised residuals of probe counts under the training belief's predictive
-        (binomial spread plus the belief's own, by the delta method), averaged per family."""
-        cfg, nf = self.config, self._catalog.n_families
-        chance = self._chance[family]
-        q = expit(cfg.slope * (self.train_mu[family] - tier))
-        p = chance + (1.0 - chance) * q
-        dp = (1.0 - chance) * cfg.slope * q * (1.0 - q)
-        spread = n * p * (1.0 - p) + n * n * dp * dp * self.train_var[family] + 1e-9
-        r = np.clip((k - n * p) / np.sqrt(spread), -_RESID_CLIP, _RESID_CLIP)
-        count = np.bincount(family, minlength=nf)
-        families = np.flatnonzero(count)
-        mean = np.bincount(family, weights=r, minlength=nf)[families] / count[families]
-        # Only where the family trained since its last probe: an untrained family's training
-        # belief is stale, and a probe reading less (forgetting) is no hack.
-        trained = self.episodes[families] - self.episodes_at_probe[families] >= _HACK_FRESH
-        self.episodes_at_probe[families] = self.episodes[families]
-        families, mean = families[trained], mean[trained]
-        fresh = self.probe_rounds[families] == 0
-        rate = np.where(fresh, 1.0, _RESID_RATE)
+        """How far each probe reading falls short of the training passes at the same arm
+        since the family's last probe (a two-proportion z), averaged per family. A gamed
+        reward shows as training passing where the held-out probe of the same tier does
+        not; a tier not trained since then says nothing (a ladder's lower tiers may lag the
+        one it trains at, and a family left untrained forgets), and a family forgetting at
+        the tier it trains fails in training as it does in the probe."""
+        cat, nf = self._catalog, self._catalog.n_families
+        arm = cat.arm_start[family] + tier
+        n_t, k_t = self.since_n[arm].astype(np.float64), self.since_k[arm].astype(np.float64)
+        seen = n_t > 0
+        pooled = (k + k_t) / np.maximum(n + n_t, 1.0)
+        spread = pooled * (1.0 - pooled) * (1.0 / np.maximum(n, 1.0) + 1.0 / np.maximum(n_t, 1.0))
+        gap = k / np.maximum(n, 1.0) - k_t / np.maximum(n_t, 1.0)
+        z = np.where(seen, gap / np.sqrt(np.maximum(spread, 1e-12)), 0.0)
+        r = np.clip(z, -_RESID_CLIP, _RESID_CLIP)
+        probed = np.flatnonzero(np.bincount(family, minlength=nf))
+        rows = np.bincount(family, weights=seen, minlength=nf)[probed]
+        trained = np.bincount(family, weights=n_t, minlength=nf)[probed]
+        mean = np.bincount(family, weights=r, minlength=nf)[probed] / np.maximum(rows, 1.0)
+        # a probe starts each probed family's window afresh, at every tier
+        window = np.zeros(nf, dtype=bool)
+        window[probed] = True
+        fresh_arms = window[cat.family_of_arm]
+        self.since_n[fresh_arms] = 0
+        self.since_k[fresh_arms] = 0
+        keep = trained >= _HACK_FRESH  # training episodes at the probed tiers since then
+        families, mean = probed[keep], mean[keep]
+        first = self.probe_rounds[families] == 0
+        rate = np.where(first, 1.0, _RESID_RATE)
         self.probe_resid[families] += rate * (mean - self.probe_resid[families])
         self.probe_rounds[families] += 1
 
@@ -548,20 +577,20 @@ class SkillModel:
         "probe_resid",
         "probe_rounds",
         "episodes",
-        "episodes_at_probe",
         "built",
     )
+    _ARM_COUNTS = ("since_n", "since_k")
 
     def state_dict(self) -> dict[str, Any]:
         state = {name: getattr(self, name).copy() for name in self._FAMILY_ARRAYS}
-        return state | {"slope_test": self.slope_test.copy()}
+        counts = {name: getattr(self, name).copy() for name in self._ARM_COUNTS}
+        return state | counts | {"slope_test": self.slope_test.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Check every array, then apply them all (a bad state changes nothing)."""
         cat = self._catalog
-        loaded = {}
+        loaded: dict[str, npt.NDArray[Any]] = {}
         state = dict(state)
-        state.setdefault("episodes_at_probe", state.get("episodes"))  # states before it
         state.setdefault("built", state.get("episodes"))  # before it: every episode counted
         for name in self._FAMILY_ARRAYS:
             if state.get(name) is None:
@@ -578,9 +607,13 @@ class SkillModel:
         loaded["slope_test"] = test.copy()
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
-        for name in ("episodes", "episodes_at_probe", "probe_rounds", "built"):
+        for name in ("episodes", "probe_rounds", "built"):
             if (loaded[name] < 0).any():
                 raise ValueError(f"skill.{name}: counts must be >= 0")
+        for name in self._ARM_COUNTS:
+            loaded[name] = _arm_counts(state.get(name), f"skill.{name}", cat.n_arms)
+        if (loaded["since_k"] > loaded["since_n"]).any():
+            raise ValueError("skill.since_k: more passes than episodes")
         for name, value in loaded.items():
             setattr(self, name, value)
         self._changed()

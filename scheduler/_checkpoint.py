@@ -27,6 +27,10 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
    ``trained_low`` (every probed tier counts as trained).
 5. the skill model's ``trained_low`` is gone (hack evidence from every probed tier: the
    rule it kept moved nothing on the quality grid's ablation); a format-4 state drops it.
+6. the skill model's hacking test compares a probe with the training at the same arm since
+   the family's last probe: ``since_n`` and ``since_k`` (int32 [n_arms]) are new, and
+   ``episodes_at_probe`` is gone. A format-5 state starts every window empty (no training
+   since the last probe: the next probe round gives no hack evidence, only a fresh start).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 5
+STATE_FORMAT = 6
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -156,12 +160,25 @@ def _drop_trained_low(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]
     return state
 
 
+def _same_arm_windows(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """The hacking test's windows of training per arm since the last probe, empty; the
+    episode count at the last probe they replace is dropped."""
+    skill = state.get("skill")
+    if isinstance(skill, Mapping):
+        skill = {k: v for k, v in skill.items() if k != "episodes_at_probe"}
+        for name in ("since_n", "since_k"):
+            skill.setdefault(name, np.zeros(sched.catalog.n_arms, dtype=np.int32))
+        state["skill"] = skill
+    return state
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "fill fields added in format 1", _fill_fields_added_in_v1),
     Migration(1, "pending batches as rows", _pending_rows),
     Migration(2, "drop the legacy tier controller and detectors", _drop_legacy_parts),
     Migration(3, "fill the skill fields added in format 3", _fill_skill_fields_added_in_v3),
     Migration(4, "drop the skill model's lowest tier trained", _drop_trained_low),
+    Migration(5, "the hacking test's windows of training per arm", _same_arm_windows),
 )
 
 

@@ -84,20 +84,62 @@ def test_training_moves_a_rising_belief_by_its_recent_rise_per_episode() -> None
     assert model.belief()[0][5] <= before
 
 
-def test_training_far_above_the_probes_is_hacked_but_a_shared_probe_shift_is_not() -> None:
+def test_training_passing_where_the_same_tiers_probe_fails_is_hacked_not_a_shared_shift() -> None:
     cat = _catalog()
     model = SkillModel(cat)
     families = np.arange(cat.n_families)
-    for _ in range(6):
+    for _ in range(4):
         for f in families:  # family 4 games its reward: it passes every training episode
-            _train(model, cat, family=int(f), tier=2, k=8 if f == 4 else 5, n=8)
-        # held-out probes at the top tier: a little lower than training for every family
-        # (a shared shift), and family 4 fails them all
-        scores = np.where(families == 4, 0.0, 0.25)
+            _train(model, cat, family=int(f), tier=3, k=16 if f == 4 else 10, n=16)
+        # held-out probes of the tier trained: a little lower than training for every
+        # family (a shared shift), and family 4 fails them all
+        scores = np.where(families == 4, 0.0, 0.375)
         model.observe_probes(families, np.full(families.size, 3), scores, np.full(families.size, 8))
     hacked = model.hacked()
     assert hacked[4]
     assert not hacked[families != 4].any()
+
+
+def test_a_lower_tier_that_lags_the_one_trained_is_not_taken_for_a_hack() -> None:
+    """A ladder trained at its top tier may let a lower tier slip: its probes read low,
+    but nothing was trained there to compare them with. Probed every tier, family 4 reads
+    0.5 at tiers 0 and 1 while it passes every training episode and probe at the top."""
+    cat = _catalog()
+    model = SkillModel(cat)
+    families = np.arange(cat.n_families)
+    for _ in range(6):
+        for f in families:
+            _train(model, cat, family=int(f), tier=3, k=7, n=8)
+        for tier in range(4):
+            lagging = (families == 4) & (tier < 2)
+            scores = np.where(lagging, 0.5, 1.0 if tier < 3 else 0.875)
+            model.observe_probes(
+                families, np.full(families.size, tier), scores, np.full(families.size, 8)
+            )
+    assert not model.hacked().any()
+
+
+def test_a_mastered_family_slipping_on_a_trickle_of_training_is_not_taken_for_a_hack() -> None:
+    """A mastered family held to a trickle of practice slips a little: its top-tier probe
+    reads 7 and 6 of 8 while its two training episodes a round pass. Against the training
+    belief (long, confident evidence far above the top tier) that read as a hack, and the
+    hack flag took its practice away; against the training of the same tier in the same
+    window it is a small gap, well inside the noise of two episodes."""
+    cat = _catalog()
+    model = SkillModel(cat)
+    families = np.arange(cat.n_families)
+    for _ in range(20):
+        for f in families:
+            _train(model, cat, family=int(f), tier=3, k=8, n=8)
+        model.observe_probes(
+            families, np.full(families.size, 3), np.ones(families.size), np.full(families.size, 8)
+        )
+    for passes in (7, 6, 6):
+        for f in families:
+            _train(model, cat, family=int(f), tier=3, k=2 if f == 4 else 8, n=2 if f == 4 else 8)
+        scores = np.where(families == 4, passes / 8, 1.0)
+        model.observe_probes(families, np.full(families.size, 3), scores, np.full(families.size, 8))
+    assert not model.hacked()[4]
 
 
 def test_on_a_slow_learner_a_family_rising_slowly_is_not_stalled_but_a_plateau_is() -> None:

@@ -233,7 +233,7 @@ def test_a_format_1_state_migrates_and_drops_its_unreportable_pending_batches() 
     state["format"], state["pending"] = 1, {str(sched.step - 1): 4}  # format 1's pending
     again = Scheduler(_catalog(), "exp3s", seed=2)
     again.load_state_dict(state)
-    assert again.state_dict()["format"] == 5 and len(again._pending) == 0
+    assert again.state_dict()["format"] == 6 and len(again._pending) == 0
     np.testing.assert_array_equal(again.stats.count, sched.stats.count)
 
 
@@ -253,8 +253,7 @@ def test_a_format_3_state_without_the_skill_fields_added_then_loads() -> None:
     again.load_state_dict(state)
     skill = again.skill
     np.testing.assert_array_equal(skill.built, sched.skill.episodes)
-    np.testing.assert_array_equal(skill.episodes_at_probe, sched.skill.episodes)
-    assert not hasattr(skill, "trained_low")
+    assert not hasattr(skill, "trained_low") and not hasattr(skill, "episodes_at_probe")
     np.testing.assert_array_equal(skill.train_mu, sched.skill.train_mu)
     with pytest.raises(ConfigError, match=r"skill\.built: missing"):
         Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=4))
@@ -274,6 +273,28 @@ def test_a_format_4_state_with_the_lowest_tier_trained_loads_without_it() -> Non
     again.load_state_dict(state)
     assert "trained_low" not in again.state_dict()["skill"]
     np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
+
+
+def test_a_format_5_state_loads_with_empty_hack_windows_and_draws_the_same() -> None:
+    """Format 5 kept ``episodes_at_probe``; format 6 keeps the training per arm since
+    each family's last probe instead. A format-5 checkpoint starts those windows empty
+    and draws exactly what the saved scheduler draws next."""
+    sched = Scheduler(_catalog(), seed=0)
+    for _ in range(6):
+        batch = sched.next_batch(16)
+        sched.report(batch, rewards=np.ones(16), success=np.ones(16))
+    state = sched.state_dict()
+    assert state["skill"]["since_n"].sum() == 6 * 16
+    state["format"] = 5
+    skill = {k: v for k, v in state["skill"].items() if k not in ("since_n", "since_k")}
+    state["skill"] = dict(skill, episodes_at_probe=sched.skill.episodes.copy())
+    again = Scheduler(_catalog(), seed=0)
+    again.load_state_dict(state)
+    loaded = again.state_dict()["skill"]
+    assert "episodes_at_probe" not in loaded and loaded["since_n"].sum() == 0
+    np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
+    with pytest.raises(ConfigError, match=r"skill\.since_n: missing"):
+        Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=6))
 
 
 @pytest.mark.parametrize("policy", ["uniform", "learning_progress", "exp3s", "regression_guard"])
