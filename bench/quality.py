@@ -279,6 +279,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         sched.skill._trend = False
     elif without == "slope_lag":  # the slope test scores a batch at the belief before it
         sched.skill._rise_share = 0.0
+    elif without == "tempered_draw":  # tiers by a Thompson draw at the belief's whole spread
+        sched.skill._draw_spread = 1.0
     elif without is not None:
         raise SystemExit(f"unknown mechanism to switch off: {without!r}")
     return sched
@@ -347,6 +349,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_ceiling": {"skill": {"max_weight": 1e9}},  # an unflagged family may take any share
     # the slope test scores a batch's outcomes at the belief before it, not partway through
     "no_slope_lag": {"without": "slope_lag"},
+    # tiers drawn at the belief's whole spread (plain Thompson sampling), not half of it
+    "no_tempered_draw": {"without": "tempered_draw"},
     # a spare share split evenly over the mastered, not by the training it took to master
     "no_built_spare": {"without": "built_spare"},
     # training moves a belief's variance, not its mean by the family's recent rise

@@ -19,9 +19,9 @@ only fades lags a learning family by a tier, and its tasks come too easy.
 
 From the belief follow the three decisions the curriculum makes for a ladder family:
 
-* the tier: a Thompson draw of ``theta`` per task, and the tier whose predicted pass rate is
-  nearest ``target`` for that draw (uncertain families explore nearby tiers; a family that
-  passes a top-tier probe is placed at once);
+* the tier: a tempered Thompson draw of ``theta`` per task (the belief's spread halved), and
+  the tier whose predicted pass rate is nearest ``target`` for that draw (uncertain families
+  explore nearby tiers; a family that passes a top-tier probe is placed at once);
 * mastered: the top tier's pass rate clears ``mastered_at`` with confidence;
 * stalled: ``patience`` training episodes without the skill rising ``min_gain`` (or a
   quarter of what the typical family rises in as many episodes, on a slow learner), so an
@@ -109,6 +109,11 @@ _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training epi
 _SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
 _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
 _HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual
+# The tier draw samples the skill from the belief with its spread times this: the full
+# spread scattered an uncertain family's draws over tiers far from where it learns (most
+# where each outcome says little, as with answers that pass by chance), and none left
+# families stranded at a tier they could not leave (docs/policies.md, the grid's ablation)
+_DRAW_SPREAD = 0.5
 
 
 def _median(values: FloatArray) -> float:
@@ -198,6 +203,8 @@ class SkillModel:
         # whether training moves the belief by the family's recent rise (observe_training);
         # bench/quality.py's ablation turns it off
         self._trend = True
+        # the tier draw's spread, in belief sds (draw_tiers); the ablation sets it to 1
+        self._draw_spread = _DRAW_SPREAD
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
@@ -262,11 +269,13 @@ class SkillModel:
         return result
 
     def draw_tiers(self, families: IntArray, rng: np.random.Generator) -> IntArray:
-        """A tier for each task: Thompson-sample the skill, take the tier nearest target;
-        a ``contrast`` share of the tasks of a family whose slope is still untested go one
-        tier below it (above at tier 0), so the flatness test gets evidence."""
+        """A tier for each task: sample the skill from the belief with its spread halved
+        (a tempered Thompson draw), take the tier nearest target; a ``contrast`` share of
+        the tasks of a family whose slope is still untested go one tier below it (above at
+        tier 0), so the flatness test gets evidence."""
         mu, var = self.belief_at(families)
-        theta = mu + np.sqrt(var) * rng.standard_normal(families.shape[0])
+        spread = self._draw_spread * np.sqrt(var)
+        theta = mu + spread * rng.standard_normal(families.shape[0])
         tier = self._tier_for(theta, families)
         if self.config.contrast > 0:
             untested = self._slope_z(families)[1] < _SLOPE_INFO_MIN

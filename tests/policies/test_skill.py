@@ -338,3 +338,18 @@ def test_built_counts_the_training_before_mastery_and_a_saturated_batch_follows_
     np.testing.assert_array_equal(other.built, sk.episodes)  # every episode counted then
     with pytest.raises(ValueError, match="built"):
         other.load_state_dict(dict(older, built=np.full(cat.n_families, -1.0)))
+
+
+def test_an_uncertain_familys_tiers_are_drawn_at_half_its_beliefs_spread() -> None:
+    """The draw samples the skill from the belief with its spread halved: a family known
+    only by the prior (sd 2 tiers, mean 0) lands two tiers or more up in about 9 % of its
+    tasks (P(N(0, 1) >= 1.37)); a plain Thompson draw would send about 25 % there."""
+    cat = _catalog()
+    model = SkillModel(cat, SkillConfig(contrast=0.0))
+    rng = np.random.default_rng(0)
+    tiers = model.draw_tiers(np.zeros(20_000, dtype=np.int64), rng)
+    high = float((tiers >= 2).mean())
+    assert 0.07 < high < 0.11
+    model._draw_spread = 1.0  # the ablation's plain Thompson draw
+    plain = float((model.draw_tiers(np.zeros(20_000, dtype=np.int64), rng) >= 2).mean())
+    assert 0.22 < plain < 0.28
