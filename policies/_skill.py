@@ -94,6 +94,9 @@ class SkillConfig:
             "hack_z": self.hack_z,
             "flat_z": self.flat_z,
             "patience": self.patience,
+            "mastered_weight": self.mastered_weight,
+            "stalled_weight": self.stalled_weight,
+            "hacked_weight": self.hacked_weight,
         }.items():
             if not value >= 0:
                 raise ValueError(f"skill.{name}: must be >= 0, got {value!r}")

@@ -221,7 +221,16 @@ def test_the_default_scheduler_draws_tiers_from_the_skill_model() -> None:
 
 @pytest.mark.parametrize(
     "field,value",
-    [("slope", 0.0), ("target", 1.0), ("prior_var", -1.0), ("patience", -1), ("drift", -0.1)],
+    [
+        ("slope", 0.0),
+        ("target", 1.0),
+        ("prior_var", -1.0),
+        ("patience", -1),
+        ("drift", -0.1),
+        ("mastered_weight", -1.0),
+        ("stalled_weight", float("nan")),
+        ("hacked_weight", -0.01),
+    ],
 )
 def test_bad_skill_settings_are_refused_with_the_field_name(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=f"skill.{field}"):
