@@ -21,6 +21,23 @@ def _train(model: SkillModel, cat: Catalog, family: int, tier: int, k: int, n: i
     model.observe_training(arm, success)
 
 
+def _train_all(model: SkillModel, cat: Catalog, tier: int, k: object, n: object) -> None:
+    """Every family trains ``n`` episodes at ``tier`` passing ``k`` (scalars, or one per
+    family; ``n`` 0: that family is not trained)."""
+    ks = np.broadcast_to(np.asarray(k), (cat.n_families,))
+    ns = np.broadcast_to(np.asarray(n), (cat.n_families,))
+    for f in range(cat.n_families):
+        if ns[f] > 0:
+            _train(model, cat, family=f, tier=tier, k=int(ks[f]), n=int(ns[f]))
+
+
+def _probe_all(model: SkillModel, cat: Catalog, tier: int, scores: object) -> None:
+    """Every family probed at ``tier`` on 8 items, reading ``scores`` (scalar or per family)."""
+    families = np.arange(cat.n_families)
+    read = np.broadcast_to(np.asarray(scores, dtype=np.float64), families.shape)
+    model.observe_probes(families, np.full(families.size, tier), read, np.full(families.size, 8))
+
+
 def test_a_passing_top_tier_probe_places_the_family_at_the_top_and_marks_it_mastered() -> None:
     cat = _catalog()
     model = SkillModel(cat)
@@ -87,17 +104,15 @@ def test_training_moves_a_rising_belief_by_its_recent_rise_per_episode() -> None
 def test_training_passing_where_the_same_tiers_probe_fails_is_hacked_not_a_shared_shift() -> None:
     cat = _catalog()
     model = SkillModel(cat)
-    families = np.arange(cat.n_families)
+    gamed = np.arange(cat.n_families) == 4  # family 4 passes every training episode
     for _ in range(4):
-        for f in families:  # family 4 games its reward: it passes every training episode
-            _train(model, cat, family=int(f), tier=3, k=16 if f == 4 else 10, n=16)
+        _train_all(model, cat, tier=3, k=np.where(gamed, 16, 10), n=16)
         # held-out probes of the tier trained: a little lower than training for every
         # family (a shared shift), and family 4 fails them all
-        scores = np.where(families == 4, 0.0, 0.375)
-        model.observe_probes(families, np.full(families.size, 3), scores, np.full(families.size, 8))
+        _probe_all(model, cat, tier=3, scores=np.where(gamed, 0.0, 0.375))
     hacked = model.hacked()
     assert hacked[4]
-    assert not hacked[families != 4].any()
+    assert not hacked[~gamed].any()
 
 
 def test_a_lower_tier_that_lags_the_one_trained_is_not_taken_for_a_hack() -> None:
@@ -106,15 +121,12 @@ def test_a_lower_tier_that_lags_the_one_trained_is_not_taken_for_a_hack() -> Non
     0.5 at tiers 0 and 1 while it passes every training episode and probe at the top."""
     cat = _catalog()
     model = SkillModel(cat)
-    families = np.arange(cat.n_families)
+    lagging = np.arange(cat.n_families) == 4
     for _ in range(6):
-        for f in families:
-            _train(model, cat, family=int(f), tier=3, k=7, n=8)
+        _train_all(model, cat, tier=3, k=7, n=8)
         for tier in range(4):
-            lagging = (families == 4) & (tier < 2)
-            scores = np.where(lagging, 0.5, 1.0 if tier < 3 else 0.875)
-            model.observe_probes(
-                families, np.full(families.size, tier), scores, np.full(families.size, 8)
+            _probe_all(
+                model, cat, tier, np.where(lagging & (tier < 2), 0.5, 1.0 if tier < 3 else 0.875)
             )
     assert not model.hacked().any()
 
@@ -127,18 +139,13 @@ def test_a_mastered_family_slipping_on_a_trickle_of_training_is_not_taken_for_a_
     window it is a small gap, well inside the noise of two episodes."""
     cat = _catalog()
     model = SkillModel(cat)
-    families = np.arange(cat.n_families)
     for _ in range(20):
-        for f in families:
-            _train(model, cat, family=int(f), tier=3, k=8, n=8)
-        model.observe_probes(
-            families, np.full(families.size, 3), np.ones(families.size), np.full(families.size, 8)
-        )
+        _train_all(model, cat, tier=3, k=8, n=8)
+        _probe_all(model, cat, tier=3, scores=1.0)
+    slipping = np.arange(cat.n_families) == 4
     for passes in (7, 6, 6):
-        for f in families:
-            _train(model, cat, family=int(f), tier=3, k=2 if f == 4 else 8, n=2 if f == 4 else 8)
-        scores = np.where(families == 4, passes / 8, 1.0)
-        model.observe_probes(families, np.full(families.size, 3), scores, np.full(families.size, 8))
+        _train_all(model, cat, tier=3, k=np.where(slipping, 2, 8), n=np.where(slipping, 2, 8))
+        _probe_all(model, cat, tier=3, scores=np.where(slipping, passes / 8, 1.0))
     assert not model.hacked()[4]
 
 
@@ -163,27 +170,17 @@ def test_on_a_slow_learner_a_family_rising_slowly_is_not_stalled_but_a_plateau_i
 def test_a_family_left_untrained_whose_probes_fall_is_not_taken_for_a_hack() -> None:
     cat = _catalog()
     model = SkillModel(cat)
-    families = np.arange(cat.n_families)
+    four = np.arange(cat.n_families) == 4
     for _ in range(3):
-        for f in families:
-            _train(model, cat, family=int(f), tier=2, k=6, n=8)
-        model.observe_probes(
-            families,
-            np.full(families.size, 2),
-            np.full(families.size, 0.75),
-            np.full(families.size, 8),
-        )
+        _train_all(model, cat, tier=2, k=6, n=8)
+        _probe_all(model, cat, tier=2, scores=0.75)
     for _ in range(4):  # family 4 is no longer trained, and forgets: its probes fall
-        for f in families[families != 4]:
-            _train(model, cat, family=int(f), tier=2, k=6, n=8)
-        scores = np.where(families == 4, 0.0, 0.75)
-        model.observe_probes(families, np.full(families.size, 2), scores, np.full(families.size, 8))
+        _train_all(model, cat, tier=2, k=6, n=np.where(four, 0, 8))
+        _probe_all(model, cat, tier=2, scores=np.where(four, 0.0, 0.75))
     assert not model.hacked()[4]
     for _ in range(3):  # trained again, passing in training and failing the probes: a hack
-        for f in families:
-            _train(model, cat, family=int(f), tier=2, k=8 if f == 4 else 6, n=8)
-        scores = np.where(families == 4, 0.0, 0.75)
-        model.observe_probes(families, np.full(families.size, 2), scores, np.full(families.size, 8))
+        _train_all(model, cat, tier=2, k=np.where(four, 8, 6), n=8)
+        _probe_all(model, cat, tier=2, scores=np.where(four, 0.0, 0.75))
     assert model.hacked()[4]
 
 
