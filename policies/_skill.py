@@ -184,9 +184,13 @@ class SkillModel:
         # batch's spare share goes to mastered families in proportion to it
         self.built = np.zeros(n)
         # int32 [n_arms]: training episodes and passes at each arm since its family's last
-        # probe: the hacking test compares a probe with the training at the same tier
+        # probe round: the hacking test compares a probe with the training at the same tier
         self.since_n = np.zeros(catalog.n_arms, dtype=np.int32)
         self.since_k = np.zeros(catalog.n_arms, dtype=np.int32)
+        # float64 [n_families]: the step of the probe round that closed the family's window
+        # (-1: open). Readings of that step (a round delivered in several calls) still
+        # compare with it; the family's next training starts a new window.
+        self.window_closed = np.full(n, -1.0)
         # float64 [5, n_families]: the score test of the belief's slope, from training
         # outcomes (each against the belief of its time), fading per episode: the scores of
         # skill and slope, and their information (skill-skill, slope-slope, cross). The
@@ -414,6 +418,9 @@ class SkillModel:
             np.float64
         )
         tiers = cat.tier_of_arm[arms]
+        closed = self.window_closed[families] >= 0
+        if closed.any():  # probed since their last training: a new window opens
+            self._open_windows(families[closed])
         self.since_n[arms] += n_arm.astype(np.int32)  # arms are distinct: no add.at
         self.since_k[arms] += k_arm.astype(np.int32)
         before, before_var = self.belief_at(families)
@@ -451,16 +458,16 @@ class SkillModel:
         return families
 
     def observe_probes(
-        self, families: IntArray, tiers: IntArray, scores: FloatArray, n: IntArray
+        self, families: IntArray, tiers: IntArray, scores: FloatArray, n: IntArray, step: int = 0
     ) -> IntArray:
-        """Held-out probe readings (``scores`` of ``n`` items) at any tiers; returns the
-        families they touched, sorted and distinct."""
+        """Held-out probe readings (``scores`` of ``n`` items) at any tiers, taken at
+        ``step``; returns the families they touched, sorted and distinct."""
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
         self._changed()
         self._probe_version += 1
         items = n.astype(np.float64)
-        self._track_residuals(families, tiers, scores * items, items)
+        self._track_residuals(families, tiers, scores * items, items, step)
         touched, owner = distinct(families, self._catalog.n_families)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
         return touched
@@ -502,17 +509,21 @@ class SkillModel:
         self.slope_test[:, families] = self.slope_test[:, families] * fade + sums
 
     def _track_residuals(
-        self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray
+        self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray, step: int
     ) -> None:
         """How far each probe reading falls short of the training passes at the same arm
-        since the family's last probe (a two-proportion z), averaged per family. A gamed
-        reward shows as training passing where the held-out probe of the same tier does
-        not; a tier not trained since then says nothing (a ladder's lower tiers may lag the
-        one it trains at, and a family left untrained forgets), and a family forgetting at
-        the tier it trains fails in training as it does in the probe."""
+        since the family's last probe round (a two-proportion z), averaged per family. A
+        gamed reward shows as training passing where the held-out probe of the same tier
+        does not; a tier not trained since then says nothing (a ladder's lower tiers may
+        lag the one it trains at), a family forgetting at the tier it trains fails in
+        training as in the probe, and a window is compared only with the round that closed
+        it (a family left untrained since forgets: a later probe reads less for that)."""
         cat, nf = self._catalog, self._catalog.n_families
+        closed_at = self.window_closed[family]
+        current = (closed_at < 0) | (closed_at == step)  # the window and this round match
         arm = cat.arm_start[family] + tier
-        n_t, k_t = self.since_n[arm].astype(np.float64), self.since_k[arm].astype(np.float64)
+        n_t = np.where(current, self.since_n[arm], 0).astype(np.float64)
+        k_t = np.where(current, self.since_k[arm], 0).astype(np.float64)
         seen = n_t > 0
         pooled = (k + k_t) / np.maximum(n + n_t, 1.0)
         spread = pooled * (1.0 - pooled) * (1.0 / np.maximum(n, 1.0) + 1.0 / np.maximum(n_t, 1.0))
@@ -523,18 +534,24 @@ class SkillModel:
         rows = np.bincount(family, weights=seen, minlength=nf)[probed]
         trained = np.bincount(family, weights=n_t, minlength=nf)[probed]
         mean = np.bincount(family, weights=r, minlength=nf)[probed] / np.maximum(rows, 1.0)
-        # a probe starts each probed family's window afresh, at every tier
-        window = np.zeros(nf, dtype=bool)
-        window[probed] = True
-        fresh_arms = window[cat.family_of_arm]
-        self.since_n[fresh_arms] = 0
-        self.since_k[fresh_arms] = 0
+        opening = self.window_closed[probed] < 0
+        self.window_closed[probed[opening]] = step  # reopened by the next training
         keep = trained >= _HACK_FRESH  # training episodes at the probed tiers since then
         families, mean = probed[keep], mean[keep]
         first = self.probe_rounds[families] == 0
         rate = np.where(first, 1.0, _RESID_RATE)
         self.probe_resid[families] += rate * (mean - self.probe_resid[families])
-        self.probe_rounds[families] += 1
+        self.probe_rounds[families] += 1  # readings with evidence (a call of a round)
+
+    def _open_windows(self, families: IntArray) -> None:
+        """Empty every arm's window of these families (their arms are contiguous)."""
+        cat = self._catalog
+        count = cat.n_tiers[families].astype(np.int64)
+        first = np.repeat(cat.arm_start[families] - (np.cumsum(count) - count), count)
+        arms = first + np.arange(int(count.sum()))
+        self.since_n[arms] = 0
+        self.since_k[arms] = 0
+        self.window_closed[families] = -1.0
 
     def _update(
         self,
@@ -590,6 +607,7 @@ class SkillModel:
         "probe_rounds",
         "episodes",
         "built",
+        "window_closed",
     )
     _ARM_COUNTS = ("since_n", "since_k")
 
@@ -622,6 +640,9 @@ class SkillModel:
         for name in ("episodes", "probe_rounds", "built"):
             if (loaded[name] < 0).any():
                 raise ValueError(f"skill.{name}: counts must be >= 0")
+        closed = loaded["window_closed"]
+        if ((closed < 0) & (closed != -1.0)).any():
+            raise ValueError("skill.window_closed: a step >= 0, or -1 for an open window")
         for name in self._ARM_COUNTS:
             loaded[name] = _arm_counts(state.get(name), f"skill.{name}", cat.n_arms)
         if (loaded["since_k"] > loaded["since_n"]).any():

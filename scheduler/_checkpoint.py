@@ -28,9 +28,10 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
 5. the skill model's ``trained_low`` is gone (hack evidence from every probed tier: the
    rule it kept moved nothing on the quality grid's ablation); a format-4 state drops it.
 6. the skill model's hacking test compares a probe with the training at the same arm since
-   the family's last probe: ``since_n`` and ``since_k`` (int32 [n_arms]) are new, and
-   ``episodes_at_probe`` is gone. A format-5 state starts every window empty (no training
-   since the last probe: the next probe round gives no hack evidence, only a fresh start).
+   the family's last probe round: ``since_n`` and ``since_k`` (int32 [n_arms]) and
+   ``window_closed`` (the step of the round that closed each family's window, -1 open)
+   are new, and ``episodes_at_probe`` is gone. A format-5 state starts every window empty
+   and open (no training since the last probe: the next round gives no hack evidence).
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def _same_arm_windows(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]
         skill = {k: v for k, v in skill.items() if k != "episodes_at_probe"}
         for name in ("since_n", "since_k"):
             skill.setdefault(name, np.zeros(sched.catalog.n_arms, dtype=np.int32))
+        skill.setdefault("window_closed", np.full(sched.catalog.n_families, -1.0))
         state["skill"] = skill
     return state
 

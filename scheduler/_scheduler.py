@@ -433,7 +433,7 @@ class Scheduler:
             c_tier = np.concatenate([tr[ladder], self.tiers.tier[sep]])
         steps = np.full(c_fam.shape[0], at, dtype=np.int64)
         self.curves.record(c_fam, c_score, c_n, steps, tiers=c_tier)
-        probed = self.skill.observe_probes(fam[ladder], tr[ladder], sc[ladder], nn[ladder])
+        probed = self.skill.observe_probes(fam[ladder], tr[ladder], sc[ladder], nn[ladder], at)
         self._events += self.tiers.follow(self.skill, probed, at)
         self._events += self.flags.refresh(self.skill, at)
         self.pipeline.invalidate()

@@ -131,6 +131,28 @@ def test_a_lower_tier_that_lags_the_one_trained_is_not_taken_for_a_hack() -> Non
     assert not model.hacked().any()
 
 
+def test_a_round_delivered_one_tier_at_a_time_compares_every_tier_with_one_window() -> None:
+    """Probes of several tiers sent in one call per tier at the same step are one round:
+    each compares with the training since the previous round (the first call does not
+    empty the window for the rest). A later round with no training since compares with
+    nothing: what the family trained before it is stale."""
+    cat = _catalog()
+    model = SkillModel(cat)
+    gamed = np.arange(cat.n_families) == 4
+    families = np.arange(cat.n_families)
+    for step in range(3):  # family 4 passes every training episode at tier 3, no probe
+        _train_all(model, cat, tier=3, k=np.where(gamed, 8, 5), n=8)
+        # tier 2 first (nothing trained there: no evidence), then tier 3 at the same step
+        model.observe_probes(families, np.full(10, 2), np.full(10, 0.625), np.full(10, 8), step)
+        read = np.where(gamed, 0.0, 0.5)
+        model.observe_probes(families, np.full(10, 3), read, np.full(10, 8), step)
+    assert (model.probe_rounds == 3).all()  # the tier-3 call of each round had evidence
+    assert model.hacked()[4] and not model.hacked()[~gamed].any()
+    resid = model.probe_resid.copy()
+    model.observe_probes(families, np.full(10, 3), np.zeros(10), np.full(10, 8), 9)
+    np.testing.assert_array_equal(model.probe_resid, resid)  # no training since: no evidence
+
+
 def test_a_mastered_family_slipping_on_a_trickle_of_training_is_not_taken_for_a_hack() -> None:
     """A mastered family held to a trickle of practice slips a little: its top-tier probe
     reads 7 and 6 of 8 while its two training episodes a round pass. Against the training

@@ -286,12 +286,14 @@ def test_a_format_5_state_loads_with_empty_hack_windows_and_draws_the_same() -> 
     state = sched.state_dict()
     assert state["skill"]["since_n"].sum() == 6 * 16
     state["format"] = 5
-    skill = {k: v for k, v in state["skill"].items() if k not in ("since_n", "since_k")}
+    dropped = ("since_n", "since_k", "window_closed")
+    skill = {k: v for k, v in state["skill"].items() if k not in dropped}
     state["skill"] = dict(skill, episodes_at_probe=sched.skill.episodes.copy())
     again = Scheduler(_catalog(), seed=0)
     again.load_state_dict(state)
     loaded = again.state_dict()["skill"]
     assert "episodes_at_probe" not in loaded and loaded["since_n"].sum() == 0
+    assert (loaded["window_closed"] == -1.0).all()
     np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
     with pytest.raises(ConfigError, match=r"skill\.since_n: missing"):
         Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=6))
