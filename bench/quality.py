@@ -135,16 +135,8 @@ GRID: tuple[Regime, ...] = (
         P("top", 10, 8),
         catalog={"chance_success": 0.5},
     ),
-    Regime(  # a fast learner (the student: its oracle's area was 0.69, ext's 0.49)
-        "ladder_fast",
-        "dev",
-        "ladder",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        {"rate": 0.4},
-    ),
+    # a fast learner (the student: its oracle's area was 0.69, ext's 0.49)
+    Regime("ladder_fast", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8), {"rate": 0.4}),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
