@@ -467,8 +467,8 @@ class SkillModel:
         self._changed()
         self._probe_version += 1
         items = n.astype(np.float64)
-        self._track_residuals(families, tiers, scores * items, items, step)
         touched, owner = distinct(families, self._catalog.n_families)
+        self._track_residuals(families, touched, owner, tiers, scores * items, items, step)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
         return touched
 
@@ -509,7 +509,14 @@ class SkillModel:
         self.slope_test[:, families] = self.slope_test[:, families] * fade + sums
 
     def _track_residuals(
-        self, family: IntArray, tier: IntArray, k: FloatArray, n: FloatArray, step: int
+        self,
+        family: IntArray,
+        probed: IntArray,
+        owner: IntArray,
+        tier: IntArray,
+        k: FloatArray,
+        n: FloatArray,
+        step: int,
     ) -> None:
         """How far each probe reading falls short of the training passes at the same arm
         since the family's last probe round (a two-proportion z), averaged per family. A
@@ -517,8 +524,9 @@ class SkillModel:
         does not; a tier not trained since then says nothing (a ladder's lower tiers may
         lag the one it trains at), a family forgetting at the tier it trains fails in
         training as in the probe, and a window is compared only with the round that closed
-        it (a family left untrained since forgets: a later probe reads less for that)."""
-        cat, nf = self._catalog, self._catalog.n_families
+        it (a family left untrained since forgets: a later probe reads less for that).
+        Row i belongs to ``probed[owner[i]]`` (``distinct`` of ``family``)."""
+        cat, m = self._catalog, probed.shape[0]
         closed_at = self.window_closed[family]
         current = (closed_at < 0) | (closed_at == step)  # the window and this round match
         arm = cat.arm_start[family] + tier
@@ -530,10 +538,9 @@ class SkillModel:
         gap = k / np.maximum(n, 1.0) - k_t / np.maximum(n_t, 1.0)
         z = np.where(seen, gap / np.sqrt(np.maximum(spread, 1e-12)), 0.0)
         r = np.clip(z, -_RESID_CLIP, _RESID_CLIP)
-        probed = np.flatnonzero(np.bincount(family, minlength=nf))
-        rows = np.bincount(family, weights=seen, minlength=nf)[probed]
-        trained = np.bincount(family, weights=n_t, minlength=nf)[probed]
-        mean = np.bincount(family, weights=r, minlength=nf)[probed] / np.maximum(rows, 1.0)
+        rows = np.bincount(owner, weights=seen, minlength=m)
+        trained = np.bincount(owner, weights=n_t, minlength=m)
+        mean = np.bincount(owner, weights=r, minlength=m) / np.maximum(rows, 1.0)
         opening = self.window_closed[probed] < 0
         self.window_closed[probed[opening]] = step  # reopened by the next training
         keep = trained >= _HACK_FRESH  # training episodes at the probed tiers since then
