@@ -305,9 +305,9 @@ class RunResult:
     kind_share: list[float] = field(default_factory=list)  # episodes per kind (KINDS order)
     final_accuracy: list[list[float]] = field(default_factory=list)  # [kind][tier] at stop
     final_tiers: list[float] = field(default_factory=list)  # mean scheduler tier per kind
-    # families of each kind ever quarantined as unlearnable (a learnable one is a false
-    # verdict); empty for the fixed mix
-    quarantined: list[int] = field(default_factory=list)
+    # families of each kind held back when the run stopped (idle or suspected of hacking:
+    # a learnable one is a false verdict); empty for the fixed mix
+    held_back: list[int] = field(default_factory=list)
 
 
 class Learner:
@@ -457,15 +457,14 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
                 reached = step
     episodes = max(int(by_kind.sum()), 1)
     final_tiers: list[float] = []
-    quarantined: list[int] = []
+    held_back: list[int] = []
     if sched is not None:
         if not split:
             cur = sched.tiers.tier
             final_tiers = [float(cur[kind == k].mean()) for k in range(len(KINDS))]
-        names = {e.family for e in sched.drain_events() if e.kind == "quarantined"}
-        ids = np.array([catalog.family_id(f) for f in names if f is not None], dtype=np.int64)
+        ids = np.flatnonzero(sched.held_back())
         of_kind = kind[ids // n_tiers] if split else kind[ids]  # split: family = (fam, tier)
-        quarantined = np.bincount(of_kind, minlength=len(KINDS)).tolist()
+        held_back = np.bincount(of_kind, minlength=len(KINDS)).tolist()
     return RunResult(
         policy=runner,
         seed=seed,
@@ -478,7 +477,7 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
         kind_share=(by_kind / episodes).tolist(),
         final_accuracy=[acc[suite.kind == k].mean(0).tolist() for k in range(len(KINDS))],
         final_tiers=final_tiers,
-        quarantined=quarantined,
+        held_back=held_back,
     )
 
 
@@ -618,15 +617,15 @@ def table(results: Sequence[RunResult], max_steps: int, target: float) -> str:
             Stat.of_values([r.final for r in mine]).fmt(),
             Stat.of_values([100 * r.waste for r in mine]).fmt(1),
             " / ".join(f"{100 * s:.0f}" for s in shares) or "—",
-            " / ".join(str(int(q)) for q in np.sum([r.quarantined for r in mine], axis=0))
-            if mine[0].quarantined
+            " / ".join(str(int(q)) for q in np.sum([r.held_back for r in mine], axis=0))
+            if mine[0].held_back
             else "—",
             Stat.of_values([r.seconds for r in mine]).fmt(1),
         ]
         rows.append(row)
     header = ["runner", *[f"steps to {m:g}" for m in marks], f"vs uniform at {target:g}"]
     header += ["score at stop", "waste %", "episodes % par/maj/noise/copy"]
-    header += ["quarantined par/maj/noise/copy (all seeds)", "seconds/run"]
+    header += ["held back at the stop par/maj/noise/copy (all seeds)", "seconds/run"]
     return markdown_table(header, rows)
 
 
@@ -711,10 +710,17 @@ def _setup(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> Setu
     return setup
 
 
+def _current(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved run's fields as ``RunResult`` takes them now: runs saved before
+    ``held_back`` counted ``quarantined`` events, a kind the scheduler no longer emits."""
+    return {k: v for k, v in saved.items() if k != "quarantined"}
+
+
 def _main(args: argparse.Namespace) -> int:
     if args.render:
         try:
-            runs = [RunResult(**r) for f in args.render for r in json.loads(f.read_text())["runs"]]
+            saved = [r for f in args.render for r in json.loads(f.read_text())["runs"]]
+            runs = [RunResult(**_current(r)) for r in saved]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BenchError(f"--render: not a saved run of this benchmark ({exc})") from None
         if not runs:
