@@ -267,6 +267,13 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return compute(*args, **(kwargs | {"built": None}))
 
         sched.pipeline.compute = evenly  # type: ignore[method-assign]
+    elif without == "spare_ease":  # the stalled take a spare share evenly, as before
+        compute_evenly = sched.pipeline.compute
+
+        def by_none(*args: Any, **kwargs: Any) -> Any:
+            return compute_evenly(*args, **(kwargs | {"easiest": None}))
+
+        sched.pipeline.compute = by_none  # type: ignore[method-assign]
     elif without == "trend":  # the belief only fades as a family trains; its mean stays
         sched.skill._trend = False
     elif without == "slope_lag":  # the slope test scores a batch at the belief before it
@@ -347,6 +354,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_built_spare": {"without": "built_spare"},
     # training moves a belief's variance, not its mean by the family's recent rise
     "no_trend": {"without": "trend"},
+    # a spare share split evenly over the stalled, not by their pass rate at tier 0
+    "no_spare_ease": {"without": "spare_ease"},
 }
 
 
