@@ -274,6 +274,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return compute_evenly(*args, **(kwargs | {"easiest": None}))
 
         sched.pipeline.compute = by_none  # type: ignore[method-assign]
+    elif without == "stall_below":  # a family at any tier can be stalled, as before
+        sched.skill._stall_below = float("inf")
     elif without == "trend":  # the belief only fades as a family trains; its mean stays
         sched.skill._trend = False
     elif without == "slope_lag":  # the slope test scores a batch at the belief before it
@@ -356,6 +358,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_trend": {"without": "trend"},
     # a spare share split evenly over the stalled, not by their pass rate at tier 0
     "no_spare_ease": {"without": "spare_ease"},
+    # the stall test judges a family at any tier, not only under tier 1
+    "no_stall_below": {"without": "stall_below"},
 }
 
 

@@ -23,9 +23,10 @@ From the belief follow the three decisions the curriculum makes for a ladder fam
   the tier whose predicted pass rate is nearest ``target`` for that draw (uncertain families
   explore nearby tiers; a family that passes a top-tier probe is placed at once);
 * mastered: the top tier's pass rate clears ``mastered_at`` with confidence;
-* stalled: ``patience`` training episodes without the skill rising ``min_gain`` (or a
-  quarter of what the typical family rises in as many episodes, on a slow learner), so an
-  impossible family, a coin flip and a plateau get less until they move;
+* stalled: under tier 1, ``patience`` training episodes without the skill rising
+  ``min_gain`` (or a quarter of what the typical family rises in as many episodes, on a
+  slow learner), so an impossible family and a coin flip get less until they move; a
+  family past tier 1 that pauses is on a plateau before a harder tier and keeps its share;
 * hacked: held-out probes fall short of the training passes at the same tier since the
   family's last probe, further than the other families' shortfall (a drift shared by every
   probe is not a hack). Only trained tiers count: a tier left behind may lag, and a family
@@ -117,6 +118,11 @@ _HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack 
 # where each outcome says little, as with answers that pass by chance), and none left
 # families stranded at a tier they could not leave (docs/policies.md, the grid's ablation)
 _DRAW_SPREAD = 0.5
+# Only a family whose skill is under this tier can be stalled: one that has learned past its
+# easiest tiers and pauses is learning the next (the torch learner's parity families pause
+# for hundreds of steps before the top tier; held to a trickle there, they took twice as
+# long to learn it). Under it, a family that does not rise has learned next to nothing.
+_STALL_BELOW = 1.0
 
 
 def _median(values: FloatArray) -> float:
@@ -212,6 +218,8 @@ class SkillModel:
         self._trend = True
         # the tier draw's spread, in belief sds (draw_tiers); the ablation sets it to 1
         self._draw_spread = _DRAW_SPREAD
+        # the tier a family must be under to be stalled (stalled()); the ablation sets inf
+        self._stall_below = _STALL_BELOW
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
@@ -367,10 +375,12 @@ class SkillModel:
         return result
 
     def stalled(self) -> BoolArray:
-        """bool [n_families]: trained ``patience`` episodes or more, and the skill neither
-        rose over them (by ``min_gain``, or a quarter of the typical family's rise if that
-        is less) nor fell (a fall above tier 0 is forgetting, which needs practice; a fall
-        below it is evidence settling on out-of-reach)."""
+        """bool [n_families]: under tier 1 and trained ``patience`` episodes or more, and
+        the skill neither rose over them (by ``min_gain``, or a quarter of the typical
+        family's rise if that is less) nor fell (a fall above tier 0 is forgetting, which
+        needs practice; a fall below it is evidence settling on out-of-reach). A family
+        that has climbed past tier 1 and pauses is on a plateau before a harder tier, as a
+        network is before it finds a sparse parity, not at a dead end (``_STALL_BELOW``)."""
         cfg = self.config
         mu, _ = self.belief()
         moved = self.progress()
@@ -385,7 +395,7 @@ class SkillModel:
         gain = min(cfg.min_gain, _STALL_SHARE * max(typical, 0.0))
         forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
         result: BoolArray = (self.episodes >= cfg.patience) & (moved < gain) & ~forgetting
-        return result
+        return result & (mu < self._stall_below)
 
     def hacked(self) -> BoolArray:
         """bool [n_families]: over two probe rounds or more, held-out results fall short of

@@ -173,13 +173,13 @@ def test_a_mastered_family_slipping_on_a_trickle_of_training_is_not_taken_for_a_
 
 def test_on_a_slow_learner_a_family_rising_slowly_is_not_stalled_but_a_plateau_is() -> None:
     # Every family climbs a tenth of a tier per 16 episodes (under min_gain per patience),
-    # except family 9, which sits at tier 1 passing half its episodes.
+    # except family 9, which sits half a tier up (under tier 1: a plateau there is a stall).
     cat = _catalog()
     model = SkillModel(cat, SkillConfig(patience=16))
     skill = np.linspace(0.0, 0.5, cat.n_families)
     for _ in range(20):
         for f in range(cat.n_families):
-            theta = 1.0 if f == 9 else skill[f]
+            theta = 0.5 if f == 9 else skill[f]
             tier = int(np.clip(np.rint(theta), 0, 3))
             p = float(1.0 / (1.0 + np.exp(-3.0 * (theta - tier))))
             _train(model, cat, family=f, tier=tier, k=round(16 * p), n=16)
@@ -390,7 +390,7 @@ def test_a_spare_share_goes_to_stalled_families_by_how_well_they_pass_tier_0() -
     cat = _catalog()
     sched = Scheduler(cat, seed=0)
     sk = sched.skill
-    mu = np.where(np.arange(cat.n_families) < 5, 1.5, -0.6)  # plateau, chance
+    mu = np.where(np.arange(cat.n_families) < 5, 0.8, -0.6)  # plateau, chance
     state = sk.state_dict()
     state.update(
         train_mu=mu, probe_mu=mu, slow_mu=mu, train_var=np.full(10, 0.08),
@@ -399,7 +399,7 @@ def test_a_spare_share_goes_to_stalled_families_by_how_well_they_pass_tier_0() -
     sk.load_state_dict(state)
     assert sk.stalled().all() and not (sk.out_of_reach() | sk.flat() | sk.mastered()).any()
     easiest = sk.easiest_pass_rate()
-    assert easiest[0] > 0.95 and easiest[9] < 0.2
+    assert easiest[0] > 0.9 and easiest[9] < 0.2
     sched.pipeline.invalidate()
     family = sched.weights().family
     cap = sched.config.skill.stalled_weight / cat.n_families
@@ -414,3 +414,21 @@ def test_a_spare_share_goes_to_stalled_families_by_how_well_they_pass_tier_0() -
     )  # fmt: skip
     assert sched.pipeline.weights is not None
     np.testing.assert_allclose(sched.pipeline.weights.family, 0.1)
+
+
+def test_a_family_past_tier_1_that_pauses_is_on_a_plateau_not_stalled() -> None:
+    """The stall test judges only families under tier 1: past it, a family that stops
+    rising for ``patience`` episodes is before a harder tier (a network finding a sparse
+    parity pauses for hundreds of steps), and holding it to a trickle there slows it."""
+    cat = _catalog()
+    model = SkillModel(cat)
+    mu = np.array([-0.6, 0.5, 0.9, 1.1, 1.5, 2.5, 2.9, -0.2, 0.2, 1.8])
+    state = model.state_dict()
+    state.update(
+        train_mu=mu, probe_mu=mu, slow_mu=mu, train_var=np.full(10, 0.08),
+        probe_var=np.full(10, 0.08), episodes=np.full(10, 400.0), built=np.full(10, 400.0),
+    )  # fmt: skip
+    model.load_state_dict(state)
+    np.testing.assert_array_equal(model.stalled(), mu < 1.0)
+    model._stall_below = float("inf")  # bench/quality.py's no_stall_below: every tier
+    assert model.stalled().all()
