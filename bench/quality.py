@@ -267,13 +267,6 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return compute(*args, **(kwargs | {"built": None}))
 
         sched.pipeline.compute = evenly  # type: ignore[method-assign]
-    elif without == "spare_ease":  # the stalled take a spare share evenly, as before
-        compute_evenly = sched.pipeline.compute
-
-        def by_none(*args: Any, **kwargs: Any) -> Any:
-            return compute_evenly(*args, **(kwargs | {"easiest": None}))
-
-        sched.pipeline.compute = by_none  # type: ignore[method-assign]
     elif without == "stall_below":  # a family at any tier can be stalled, as before
         sched.skill._stall_below = float("inf")
     elif without == "trend":  # the belief only fades as a family trains; its mean stays
@@ -356,8 +349,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_built_spare": {"without": "built_spare"},
     # training moves a belief's variance, not its mean by the family's recent rise
     "no_trend": {"without": "trend"},
-    # a spare share split evenly over the stalled, not by their pass rate at tier 0
-    "no_spare_ease": {"without": "spare_ease"},
     # the stall test judges a family at any tier, not only under tier 1
     "no_stall_below": {"without": "stall_below"},
 }

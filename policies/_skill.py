@@ -257,13 +257,6 @@ class SkillModel:
         result: FloatArray = expit(self.config.slope * (mu - tiers))
         return result
 
-    def easiest_pass_rate(self) -> FloatArray:
-        """float64 [n_families]: the predicted pass rate (chance-normalised) of every
-        family at tier 0: near 0 for a family that has learned nothing yet."""
-        mu, _ = self.belief()
-        result: FloatArray = expit(self.config.slope * mu)
-        return result
-
     def pass_rate_band(
         self, families: IntArray, tiers: IntArray
     ) -> tuple[FloatArray, FloatArray, FloatArray]:

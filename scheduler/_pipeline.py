@@ -75,11 +75,9 @@ class WeightPipeline:
         cost: FloatArray,
         step: int,
         built: FloatArray | None = None,
-        easiest: FloatArray | None = None,
     ) -> list[Event]:
         """Recompute the weights from ``raw`` policy weights [n_arms] and the current
-        ladder tiers; returns the quota events. ``built`` and ``easiest`` (the skill
-        model's, [n_families]) split a spare share (``_spare_weight``)."""
+        ladder tiers; returns the quota events."""
         cat = self._catalog
         value, tier = self._separate_tiers(raw, current, evidence)
         family = smooth(
@@ -90,7 +88,7 @@ class WeightPipeline:
         base = self.gates.caps(cat.pool_size[cat.arm_start[:-1] + current])
         # where every family is flagged, the mastered and the stalled take the spare share
         # first: out-of-reach, flat and hacked families teach nothing
-        first = self._spare_weight(flags, evidence, built, easiest)
+        first = self._spare_weight(flags, evidence, built)
         caps = self.gates.hold_flagged(
             base,
             self._flag_caps(flags, evidence),
@@ -170,24 +168,14 @@ class WeightPipeline:
 
     @staticmethod
     def _spare_weight(
-        flags: FlagBoard,
-        evidence: ProbeEvidence,
-        built: FloatArray | None,
-        easiest: FloatArray | None = None,
+        flags: FlagBoard, evidence: ProbeEvidence, built: FloatArray | None
     ) -> FloatArray:
         """float64 [n_families]: how the spare share of a batch the caps cannot fill is
-        split among the families that take it first (0: not one of them). The
-        separate-skill mastered take it evenly; a mastered ladder family in proportion to
-        ``built``, the training it took to master (its mean over them is 1): practice keeps
-        what training built, and a family that came mastered was built by none. A stalled
-        family takes it in proportion to ``easiest``, its predicted pass rate at its easiest
-        tier (chance-normalised, at most 1; evenly without it): a plateau above tier 0 may
-        still move, while a family stalled at chance (labels it cannot learn) would take
-        its share of a spare batch for nothing."""
+        split among the families that take it first (0: not one of them). The stalled and
+        the separate-skill mastered take it evenly; a mastered ladder family in proportion
+        to ``built``, the training it took to master (its mean over them is 1): practice
+        keeps what training built, and a family that came mastered was built by none."""
         weight = (flags.spare_first() | evidence.separate_mastered()).astype(np.float64)
-        if easiest is not None:
-            stalled = (weight > 0) & ~flags.row("mastered") & ~evidence.separate_mastered()
-            weight[stalled] = easiest[stalled]
         if built is None:
             return weight
         mastered = flags.row("mastered") & (weight > 0)

@@ -187,7 +187,6 @@ class Scheduler:
             self.costs.cost,
             self.step,
             built=self.skill.built,
-            easiest=self.skill.easiest_pass_rate(),
         )
 
     def snapshot(self) -> SchedulerSnapshot:

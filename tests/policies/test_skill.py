@@ -383,39 +383,6 @@ def test_an_uncertain_familys_tiers_are_drawn_at_half_its_beliefs_spread() -> No
     assert 0.22 < plain < 0.28
 
 
-def test_a_spare_share_goes_to_stalled_families_by_how_well_they_pass_tier_0() -> None:
-    """When every family is flagged, a family stalled on a plateau above tier 0 may still
-    move and takes the spare share; one stalled at chance (half a tier below tier 0, as a
-    family of random labels reads) takes little of it, not an even part."""
-    cat = _catalog()
-    sched = Scheduler(cat, seed=0)
-    sk = sched.skill
-    mu = np.where(np.arange(cat.n_families) < 5, 0.8, -0.6)  # plateau, chance
-    state = sk.state_dict()
-    state.update(
-        train_mu=mu, probe_mu=mu, slow_mu=mu, train_var=np.full(10, 0.08),
-        probe_var=np.full(10, 0.08), episodes=np.full(10, 400.0), built=np.full(10, 400.0),
-    )  # fmt: skip
-    sk.load_state_dict(state)
-    assert sk.stalled().all() and not (sk.out_of_reach() | sk.flat() | sk.mastered()).any()
-    easiest = sk.easiest_pass_rate()
-    assert easiest[0] > 0.9 and easiest[9] < 0.2
-    sched.pipeline.invalidate()
-    family = sched.weights().family
-    cap = sched.config.skill.stalled_weight / cat.n_families
-    spare = 1.0 - cat.n_families * cap
-    expected = cap + spare * easiest / easiest.sum()
-    np.testing.assert_allclose(family, expected)
-    assert family[:5].sum() > 0.8  # evenly: 0.5
-    # split evenly, as before: every stalled family alike
-    sched.pipeline.compute(
-        np.ones(cat.n_arms), sched.tiers.tier, sched.flags, sched.evidence, sched.costs.cost,
-        sched.step, built=sk.built,
-    )  # fmt: skip
-    assert sched.pipeline.weights is not None
-    np.testing.assert_allclose(sched.pipeline.weights.family, 0.1)
-
-
 def test_a_family_past_tier_1_that_pauses_is_on_a_plateau_not_stalled() -> None:
     """The stall test judges only families under tier 1: past it, a family that stops
     rising for ``patience`` episodes is before a harder tier (a network finding a sparse
