@@ -267,6 +267,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return compute(*args, **(kwargs | {"built": None}))
 
         sched.pipeline.compute = evenly  # type: ignore[method-assign]
+    elif without == "reach_trial":  # an out-of-reach family never takes a spare share
+        sched.skill._reach_trial = False
     elif without == "stall_below":  # a family at any tier can be stalled, as before
         sched.skill._stall_below = float("inf")
     elif without == "trend":  # the belief only fades as a family trains; its mean stays
@@ -351,6 +353,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_trend": {"without": "trend"},
     # the stall test judges a family at any tier, not only under tier 1
     "no_stall_below": {"without": "stall_below"},
+    "no_reach_trial": {"without": "reach_trial"},
 }
 
 

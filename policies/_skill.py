@@ -220,6 +220,9 @@ class SkillModel:
         self._draw_spread = _DRAW_SPREAD
         # the tier a family must be under to be stalled (stalled()); the ablation sets inf
         self._stall_below = _STALL_BELOW
+        # whether an untried out-of-reach family takes a spare share (on_trial); the
+        # ablation turns it off
+        self._reach_trial = True
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
@@ -360,6 +363,22 @@ class SkillModel:
         self._reach_at = (self.version, result)
         return result
 
+    def tried(self) -> BoolArray:
+        """bool [n_families]: trained a quarter of ``patience`` episodes or more: enough to
+        judge how fast the family learns (``stalled``) or to write it off (``on_trial``)."""
+        result: BoolArray = self.episodes >= max(self.config.patience / 4, 1.0)
+        return result
+
+    def on_trial(self) -> BoolArray:
+        """bool [n_families]: out of reach but not yet tried. A slow starter passes
+        nothing at first, as an impossible family does, and some learners learn from their
+        failures: such a family shares a saturated batch's spare share with the mastered
+        until it is tried (``FlagBoard.spare_first``)."""
+        if not self._reach_trial:
+            return np.zeros(self._catalog.n_families, dtype=bool)
+        result: BoolArray = self.out_of_reach() & ~self.tried()
+        return result
+
     def progress(self) -> FloatArray:
         """float64 [n_families]: how far the skill moved over about ``patience`` training
         episodes (the fused mean less its slow average), in tiers."""
@@ -381,7 +400,7 @@ class SkillModel:
         # of the typical family's rise per ``patience`` episodes (skill over episodes so
         # far), at most ``min_gain``. A slow learner is slow for every family, and a family
         # learning at half the typical speed is not stalled.
-        judged = (self.episodes >= max(cfg.patience / 4, 1.0)) & ~self.out_of_reach()
+        judged = self.tried() & ~self.out_of_reach()
         typical = 0.0
         if judged.any():
             typical = _median(mu[judged] / self.episodes[judged]) * cfg.patience

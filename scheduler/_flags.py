@@ -22,8 +22,9 @@ from ._events import Event
 BoolArray = npt.NDArray[np.bool_]
 Int8Array = npt.NDArray[np.int8]
 
-_IDLE_REASONS = ("", "out_of_reach", "flat", "stalled")
+_IDLE_REASONS = ("", "out_of_reach", "flat", "stalled", "out_of_reach")
 _STALLED = 3
+_UNTRIED = 4  # out of reach and ``SkillModel.on_trial``: it takes a spare share
 
 
 class Detector(Protocol):
@@ -61,14 +62,15 @@ class Idle:
     @property
     def codes(self) -> Int8Array | None:
         """int8 [n_families]: the latest flags' reasons (0 none, 1 out of reach, 2 flat,
-        3 stalled), or None before the first read."""
+        3 stalled, 4 out of reach before it was tried), or None before the first read."""
         return self._codes
 
     def flags(self, skill: SkillModel) -> BoolArray:
         # the first reason that holds (np.select's rule, without its per-call set-up)
         out_of_reach, flat, stalled = skill.out_of_reach(), skill.flat(), skill.stalled()
+        reach = np.where(skill.on_trial(), _UNTRIED, 1)
         self._codes = np.where(
-            out_of_reach, 1, np.where(flat, 2, np.where(stalled, _STALLED, 0))
+            out_of_reach, reach, np.where(flat, 2, np.where(stalled, _STALLED, 0))
         ).astype(np.int8)
         result: BoolArray = self._codes > 0
         return result
@@ -113,12 +115,13 @@ class FlagBoard:
 
     def spare_first(self) -> BoolArray:
         """bool [n_families]: the flagged families that take a spare share first when every
-        family is flagged: the mastered (their practice keeps what was learned) and the
-        merely stalled (they may still learn); not the out-of-reach, flat or hacked ones."""
+        family is flagged: the mastered (their practice keeps what was learned), the
+        merely stalled (they may still learn) and the out-of-reach not yet tried (a slow
+        starter passes nothing at first); not the tried out-of-reach, flat or hacked."""
         first = self.row("mastered").copy()
         for detector in self.detectors:
             if isinstance(detector, Idle) and detector.codes is not None:
-                first |= detector.codes == _STALLED
+                first |= (detector.codes == _STALLED) | (detector.codes == _UNTRIED)
         return first
 
     def row(self, name: str) -> BoolArray:

@@ -399,3 +399,45 @@ def test_a_family_past_tier_1_that_pauses_is_on_a_plateau_not_stalled() -> None:
     np.testing.assert_array_equal(model.stalled(), mu < 1.0)
     model._stall_below = float("inf")  # bench/quality.py's no_stall_below: every tier
     assert model.stalled().all()
+
+
+def _out_of_reach_among_mastered(trial: bool = True) -> tuple[Scheduler, float]:
+    """Families 0 and 1 out of reach, 0 not yet tried; the rest mastered. Returns the
+    scheduler and the out-of-reach cap."""
+    cat = _catalog()
+    sched = Scheduler(cat, seed=0)
+    sk = sched.skill
+    sk._reach_trial = trial
+    mu = np.full(10, 6.0)  # mastered
+    mu[[0, 1]] = -3.0  # out of reach
+    episodes = np.full(10, 200.0)
+    episodes[0] = sk.config.patience / 4 - 1  # not yet tried
+    state = sk.state_dict()
+    state.update(
+        train_mu=mu, probe_mu=mu, slow_mu=mu, train_var=np.full(10, 0.05),
+        probe_var=np.full(10, 0.05), episodes=episodes, built=np.full(10, 100.0),
+    )  # fmt: skip
+    sk.load_state_dict(state)
+    return sched, sched.config.skill.stalled_weight / cat.n_families
+
+
+def test_an_out_of_reach_family_takes_a_spare_share_until_it_has_been_tried() -> None:
+    """A slow starter passes nothing at first, as an impossible family does: before a
+    quarter of ``patience`` episodes it shares a saturated batch's spare share with the
+    mastered; once tried, it keeps only its cap."""
+    sched, cap = _out_of_reach_among_mastered()
+    sk, names = sched.skill, sched.catalog.family_names
+    np.testing.assert_array_equal(sk.out_of_reach(), np.arange(10) < 2)
+    np.testing.assert_array_equal(sk.on_trial(), np.arange(10) == 0)
+    family = sched.weights().family
+    assert family[1] == pytest.approx(cap)  # tried: its cap only
+    # untried: a spare share, as a mastered family gets (each raised by its cap)
+    ratio = sched.config.skill.stalled_weight / sched.config.skill.mastered_weight
+    assert family[0] > 5 * cap
+    np.testing.assert_allclose(family[0], family[2:] * ratio)
+    idle = [e for e in sched.drain_events() if e.kind == "idle"]
+    assert [e.family for e in idle] == [names[0], names[1]]
+    assert {e.payload["reason"] for e in idle} == {"out_of_reach"}
+    # bench/quality.py's no_reach_trial: no spare share for it either
+    ablated, _ = _out_of_reach_among_mastered(trial=False)
+    assert ablated.weights().family[0] == pytest.approx(cap)
