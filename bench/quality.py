@@ -267,6 +267,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return compute(*args, **(kwargs | {"built": None}))
 
         sched.pipeline.compute = evenly  # type: ignore[method-assign]
+    elif without == "suspect_contrast":  # contrast draws only while the slope is untested
+        sched.skill._suspect = float("inf")
     elif without == "reach_trial":  # an out-of-reach family never takes a spare share
         sched.skill._reach_trial = False
     elif without == "stall_below":  # a family at any tier can be stalled, as before
@@ -354,6 +356,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the stall test judges a family at any tier, not only under tier 1
     "no_stall_below": {"without": "stall_below"},
     "no_reach_trial": {"without": "reach_trial"},
+    "no_suspect_contrast": {"without": "suspect_contrast"},
 }
 
 

@@ -111,6 +111,7 @@ _RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
 _REACH = 3.0
 _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
 _SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
+_SUSPECT = 0.5  # a slope this share of flat_z flat keeps its contrast draws (slope_undecided)
 _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
 _HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual
 # The tier draw samples the skill from the belief with its spread times this: the full
@@ -220,6 +221,9 @@ class SkillModel:
         self._draw_spread = _DRAW_SPREAD
         # the tier a family must be under to be stalled (stalled()); the ablation sets inf
         self._stall_below = _STALL_BELOW
+        # the share of flat_z at which a slope reads suspect and its contrast draws go on
+        # (slope_undecided); the ablation sets inf
+        self._suspect = _SUSPECT
         # whether an untried out-of-reach family takes a spare share (on_trial); the
         # ablation turns it off
         self._reach_trial = True
@@ -289,15 +293,15 @@ class SkillModel:
     def draw_tiers(self, families: IntArray, rng: np.random.Generator) -> IntArray:
         """A tier for each task: sample the skill from the belief with its spread halved
         (a tempered Thompson draw), take the tier nearest target; a ``contrast`` share of
-        the tasks of a family whose slope is still untested go one tier below it (above at
-        tier 0), so the flatness test gets evidence."""
+        the tasks of a family whose slope is still undecided go one tier below it (above
+        at tier 0), so the flatness test gets evidence."""
         mu, var = self.belief_at(families)
         spread = self._draw_spread * np.sqrt(var)
         theta = mu + spread * rng.standard_normal(families.shape[0])
         tier = self._tier_for(theta, families)
         if self.config.contrast > 0:
-            untested = self._slope_z(families)[1] < _SLOPE_INFO_MIN
-            side = untested & (rng.random(families.shape[0]) < self.config.contrast)
+            undecided = self.slope_undecided(families)
+            side = undecided & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
             tier = np.where(side, beside, tier)
@@ -317,10 +321,16 @@ class SkillModel:
         result: BoolArray = self.out_of_reach() | self.flat() | self.stalled()
         return result
 
-    def slope_untested(self) -> BoolArray:
-        """bool [n_families]: too little evidence for the flatness test yet (such a family
-        sends ``contrast`` of its draws beside its tier)."""
-        result: BoolArray = self._slope_z()[1] < _SLOPE_INFO_MIN
+    def slope_undecided(self, families: IntArray | None = None) -> BoolArray:
+        """bool [n_families] (or of ``families``): the flatness test has too little
+        evidence yet, or its slope reads half of ``flat_z`` flat but not yet all of it.
+        Such a family sends ``contrast`` of its draws beside its tier. Only the tier
+        beside tells a coin flip from a learner: at the tier a draw targets both pass
+        about as the belief predicts, so once the first evidence was in, a coin flip's
+        test crept toward ``flat_z`` for a hundred steps while it took a full share."""
+        z, info = self._slope_z(families)
+        suspect = z < -self._suspect * self.config.flat_z
+        result: BoolArray = (info < _SLOPE_INFO_MIN) | suspect
         return result
 
     def _slope_z(self, families: IntArray | None = None) -> tuple[FloatArray, FloatArray]:

@@ -441,3 +441,32 @@ def test_an_out_of_reach_family_takes_a_spare_share_until_it_has_been_tried() ->
     # bench/quality.py's no_reach_trial: no spare share for it either
     ablated, _ = _out_of_reach_among_mastered(trial=False)
     assert ablated.weights().family[0] == pytest.approx(cap)
+
+
+def test_a_slope_half_way_to_flat_keeps_its_contrast_draws() -> None:
+    """At the tier a draw targets, a coin flip passes about as the belief predicts: only
+    the tier beside tells it from a learner. A family whose slope reads half of
+    ``flat_z`` flat keeps sending ``contrast`` of its draws there until the test decides;
+    one whose slope reads as it should does not."""
+    cat = _catalog()
+    model = SkillModel(cat)
+    mu = np.full(10, 2.0)
+    state = model.state_dict()
+    state.update(train_mu=mu, probe_mu=mu, train_var=np.full(10, 1e-4), probe_var=np.full(10, 1e-4))
+    info = np.full(10, 4.0)
+    z = np.array([-3.0, 0.0, 0.0, -5.0, -1.5, 0, 0, 0, 0, 0])
+    info[2] = 0.1  # untested
+    zero, one = np.zeros(10), np.ones(10)
+    state["slope_test"] = np.stack([zero, z * np.sqrt(info), one, info, zero])
+    model.load_state_dict(state)
+    np.testing.assert_allclose(model._slope_z()[0][[0, 1, 3, 4]], z[[0, 1, 3, 4]])
+    undecided = model.slope_undecided()
+    assert undecided.tolist()[:5] == [True, False, True, True, False]
+    assert model.flat().tolist()[:5] == [False, False, False, True, False]
+    rng = np.random.default_rng(0)
+    draws = 4000
+    for family, share in [(0, 0.2), (1, 0.0), (2, 0.2), (4, 0.0)]:
+        tiers = model.draw_tiers(np.full(draws, family, dtype=np.int64), rng)
+        assert abs(float((tiers == 1).mean()) - share) < 0.03, family
+    model._suspect = float("inf")  # bench/quality.py's no_suspect_contrast
+    assert model.slope_undecided().tolist()[:5] == [False, False, True, False, False]
