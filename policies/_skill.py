@@ -47,6 +47,9 @@ from scipy.special import expit
 
 from domains import Catalog
 
+from ._shortfall import ShortfallTest
+from ._stats import median_of
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -106,14 +109,11 @@ class SkillConfig:
 _NEWTON_STEPS = 5
 _CONVERGED = 1e-6  # tiers: a Newton step smaller than this for every family ends the update
 _MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
-_RESID_CLIP = 8.0  # one probe's standardised residual counts at most this much
-_RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
 _REACH = 3.0
 _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
 _SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
 _SUSPECT = 0.5  # a slope this share of flat_z flat keeps its contrast draws (slope_undecided)
 _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
-_HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual
 # The tier draw samples the skill from the belief with its spread times this: the full
 # spread scattered an uncertain family's draws over tiers far from where it learns (most
 # where each outcome says little, as with answers that pass by chance), and none left
@@ -124,31 +124,6 @@ _DRAW_SPREAD = 0.5
 # for hundreds of steps before the top tier; held to a trickle there, they took twice as
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
 _STALL_BELOW = 1.0
-
-
-def _median(values: FloatArray) -> float:
-    """``np.median`` of a non-empty array of finite values, the same to the last bit,
-    without its wrapper's cost (a refresh reads two medians)."""
-    n = values.shape[0]
-    k = n // 2
-    if n % 2:
-        return float(np.partition(values, k)[k])
-    part = np.partition(values, (k - 1, k))
-    return float((part[k - 1] + part[k]) / 2.0)
-
-
-def _arm_counts(value: Any, where: str, n_arms: int) -> npt.NDArray[np.int32]:
-    """A saved per-arm count array as int32, or ValueError naming ``where``."""
-    if value is None:
-        raise ValueError(f"{where}: missing")
-    array = np.asarray(value)
-    if array.shape != (n_arms,) or array.dtype.kind not in "iuf":
-        raise ValueError(f"{where}: need {n_arms} counts")
-    counts = array.astype(np.float64)
-    whole = np.isfinite(counts) & (counts == np.rint(counts))
-    if not whole.all() or (counts < 0).any() or (counts > np.iinfo(np.int32).max).any():
-        raise ValueError(f"{where}: counts must be whole numbers in [0, 2**31)")
-    return counts.astype(np.int32)
 
 
 def distinct(values: IntArray, bound: int) -> tuple[IntArray, IntArray]:
@@ -180,24 +155,13 @@ class SkillModel:
         # float64 [n_families]: the fused mean, averaged over the last ``patience`` training
         # episodes or so (an EMA per episode): the skill ``patience`` episodes ago
         self.slow_mu = np.zeros(n)
-        # float64 [n_families]: EMA of the probes' standardised residuals under the training
-        # belief (how far held-out results fall short of what training predicts), and the
-        # number of probe rounds behind it
-        self.probe_resid = np.zeros(n)
-        self.probe_rounds = np.zeros(n)
         self.episodes = np.zeros(n)  # float64 [n_families]: training episodes in all
         # float64 [n_families]: training episodes while the top tier was not yet mastered:
         # what it took to learn the family (none for one that came mastered); a saturated
         # batch's spare share goes to mastered families in proportion to it
         self.built = np.zeros(n)
-        # int32 [n_arms]: training episodes and passes at each arm since its family's last
-        # probe round: the hacking test compares a probe with the training at the same tier
-        self.since_n = np.zeros(catalog.n_arms, dtype=np.int32)
-        self.since_k = np.zeros(catalog.n_arms, dtype=np.int32)
-        # float64 [n_families]: the step of the probe round that closed the family's window
-        # (-1: open). Readings of that step (a round delivered in several calls) still
-        # compare with it; the family's next training starts a new window.
-        self.window_closed = np.full(n, -1.0)
+        # the hacking test: probes against the training at the same tiers since the last
+        self.shortfall = ShortfallTest(catalog)
         # float64 [5, n_families]: the score test of the belief's slope, from training
         # outcomes (each against the belief of its time), fading per episode: the scores of
         # skill and slope, and their information (skill-skill, slope-slope, cross). The
@@ -206,9 +170,7 @@ class SkillModel:
         self._top = (catalog.n_tiers - 1).astype(np.float64)
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
-        self._probe_version = 0  # bumped by every probe update and load: hacked() reads them
         self._reach_at: tuple[int, BoolArray] | None = None  # out_of_reach(), by version
-        self._hacked_at: tuple[int, BoolArray] | None = None  # hacked(), by probe version
         self._chance = catalog.chance_success.astype(np.float64)
         # the share of a batch's rise in skill its outcomes are scored at, on average, by the
         # slope test (observe_training); 0 scores them at the belief before the batch, as
@@ -413,7 +375,7 @@ class SkillModel:
         judged = self.tried() & ~self.out_of_reach()
         typical = 0.0
         if judged.any():
-            typical = _median(mu[judged] / self.episodes[judged]) * cfg.patience
+            typical = median_of(mu[judged] / self.episodes[judged]) * cfg.patience
         gain = min(cfg.min_gain, _STALL_SHARE * max(typical, 0.0))
         forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
         result: BoolArray = (self.episodes >= cfg.patience) & (moved < gain) & ~forgetting
@@ -422,21 +384,8 @@ class SkillModel:
     def hacked(self) -> BoolArray:
         """bool [n_families]: over two probe rounds or more, held-out results fall short of
         the training passes at the same tiers by ``hack_z`` standard errors beyond the
-        median family's shortfall (a shift every probe shares is no hack)."""
-        if self._hacked_at is not None and self._hacked_at[0] == self._probe_version:
-            return self._hacked_at[1]  # only probes move it, not the training between them
-        probed = self.probe_rounds >= 2
-        if not probed.any():
-            result: BoolArray = np.zeros(probed.shape[0], dtype=bool)
-        else:
-            # Only a shortfall every probe shares is discounted: a shared excess is the
-            # training belief lagging a model that learns, and a family that does not lag
-            # (a mastered one, a slow one) is no hack for it.
-            median = min(_median(self.probe_resid[probed]), 0.0)
-            result = probed & (self.probe_resid - median < -self.config.hack_z)
-        result.setflags(write=False)
-        self._hacked_at = (self._probe_version, result)
-        return result
+        median family's shortfall (``ShortfallTest``)."""
+        return self.shortfall.hacked(self.config.hack_z)
 
     # ------------------------------------------------------------------ evidence
     def observe_training(self, arm: IntArray, success: FloatArray) -> IntArray:
@@ -457,11 +406,7 @@ class SkillModel:
             np.float64
         )
         tiers = cat.tier_of_arm[arms]
-        closed = self.window_closed[families] >= 0
-        if closed.any():  # probed since their last training: a new window opens
-            self._open_windows(families[closed])
-        self.since_n[arms] += n_arm.astype(np.int32)  # arms are distinct: no add.at
-        self.since_k[arms] += k_arm.astype(np.int32)
+        self.shortfall.trained(families, arms, n_arm, k_arm)
         before, before_var = self.belief_at(families)
         mastered = self._mastered(before, before_var, families)
         self.built[families] += np.where(mastered, 0.0, per_family)
@@ -504,10 +449,9 @@ class SkillModel:
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
         self._changed()
-        self._probe_version += 1
         items = n.astype(np.float64)
         touched, owner = distinct(families, self._catalog.n_families)
-        self._track_residuals(families, touched, owner, tiers, scores * items, items, step)
+        self.shortfall.probed(families, touched, owner, tiers, scores * items, items, step)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
         return touched
 
@@ -546,58 +490,6 @@ class SkillModel:
         rows = np.arange(5)[:, None] * m + owner[None, :]
         sums = np.bincount(rows.ravel(), weights=terms.ravel(), minlength=5 * m).reshape(5, m)
         self.slope_test[:, families] = self.slope_test[:, families] * fade + sums
-
-    def _track_residuals(
-        self,
-        family: IntArray,
-        probed: IntArray,
-        owner: IntArray,
-        tier: IntArray,
-        k: FloatArray,
-        n: FloatArray,
-        step: int,
-    ) -> None:
-        """How far each probe reading falls short of the training passes at the same arm
-        since the family's last probe round (a two-proportion z), averaged per family. A
-        gamed reward shows as training passing where the held-out probe of the same tier
-        does not; a tier not trained since then says nothing (a ladder's lower tiers may
-        lag the one it trains at), a family forgetting at the tier it trains fails in
-        training as in the probe, and a window is compared only with the round that closed
-        it (a family left untrained since forgets: a later probe reads less for that).
-        Row i belongs to ``probed[owner[i]]`` (``distinct`` of ``family``)."""
-        cat, m = self._catalog, probed.shape[0]
-        closed_at = self.window_closed[family]
-        current = (closed_at < 0) | (closed_at == step)  # the window and this round match
-        arm = cat.arm_start[family] + tier
-        n_t = np.where(current, self.since_n[arm], 0).astype(np.float64)
-        k_t = np.where(current, self.since_k[arm], 0).astype(np.float64)
-        seen = n_t > 0
-        pooled = (k + k_t) / np.maximum(n + n_t, 1.0)
-        spread = pooled * (1.0 - pooled) * (1.0 / np.maximum(n, 1.0) + 1.0 / np.maximum(n_t, 1.0))
-        gap = k / np.maximum(n, 1.0) - k_t / np.maximum(n_t, 1.0)
-        z = np.where(seen, gap / np.sqrt(np.maximum(spread, 1e-12)), 0.0)
-        r = np.clip(z, -_RESID_CLIP, _RESID_CLIP)
-        rows = np.bincount(owner, weights=seen, minlength=m)
-        trained = np.bincount(owner, weights=n_t, minlength=m)
-        mean = np.bincount(owner, weights=r, minlength=m) / np.maximum(rows, 1.0)
-        opening = self.window_closed[probed] < 0
-        self.window_closed[probed[opening]] = step  # reopened by the next training
-        keep = trained >= _HACK_FRESH  # training episodes at the probed tiers since then
-        families, mean = probed[keep], mean[keep]
-        first = self.probe_rounds[families] == 0
-        rate = np.where(first, 1.0, _RESID_RATE)
-        self.probe_resid[families] += rate * (mean - self.probe_resid[families])
-        self.probe_rounds[families] += 1  # readings with evidence (a call of a round)
-
-    def _open_windows(self, families: IntArray) -> None:
-        """Empty every arm's window of these families (their arms are contiguous)."""
-        cat = self._catalog
-        count = cat.n_tiers[families].astype(np.int64)
-        first = np.repeat(cat.arm_start[families] - (np.cumsum(count) - count), count)
-        arms = first + np.arange(int(count.sum()))
-        self.since_n[arms] = 0
-        self.since_k[arms] = 0
-        self.window_closed[families] = -1.0
 
     def _update(
         self,
@@ -649,18 +541,13 @@ class SkillModel:
         "probe_mu",
         "probe_var",
         "slow_mu",
-        "probe_resid",
-        "probe_rounds",
         "episodes",
         "built",
-        "window_closed",
     )
-    _ARM_COUNTS = ("since_n", "since_k")
 
     def state_dict(self) -> dict[str, Any]:
         state = {name: getattr(self, name).copy() for name in self._FAMILY_ARRAYS}
-        counts = {name: getattr(self, name).copy() for name in self._ARM_COUNTS}
-        return state | counts | {"slope_test": self.slope_test.copy()}
+        return state | self.shortfall.state_dict() | {"slope_test": self.slope_test.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Check every array, then apply them all (a bad state changes nothing)."""
@@ -683,17 +570,11 @@ class SkillModel:
         loaded["slope_test"] = test.copy()
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
-        for name in ("episodes", "probe_rounds", "built"):
+        for name in ("episodes", "built"):
             if (loaded[name] < 0).any():
                 raise ValueError(f"skill.{name}: counts must be >= 0")
-        closed = loaded["window_closed"]
-        if ((closed < 0) & (closed != -1.0)).any():
-            raise ValueError("skill.window_closed: a step >= 0, or -1 for an open window")
-        for name in self._ARM_COUNTS:
-            loaded[name] = _arm_counts(state.get(name), f"skill.{name}", cat.n_arms)
-        if (loaded["since_k"] > loaded["since_n"]).any():
-            raise ValueError("skill.since_k: more passes than episodes")
+        shortfall = self.shortfall.checked(state)
         for name, value in loaded.items():
             setattr(self, name, value)
+        self.shortfall.apply(shortfall)
         self._changed()
-        self._probe_version += 1

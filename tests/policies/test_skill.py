@@ -146,11 +146,12 @@ def test_a_round_delivered_one_tier_at_a_time_compares_every_tier_with_one_windo
         model.observe_probes(families, np.full(10, 2), np.full(10, 0.625), np.full(10, 8), step)
         read = np.where(gamed, 0.0, 0.5)
         model.observe_probes(families, np.full(10, 3), read, np.full(10, 8), step)
-    assert (model.probe_rounds == 3).all()  # the tier-3 call of each round had evidence
+    assert (model.shortfall.probe_rounds == 3).all()  # the tier-3 call of each round had evidence
     assert model.hacked()[4] and not model.hacked()[~gamed].any()
-    resid = model.probe_resid.copy()
+    resid = model.shortfall.probe_resid.copy()
     model.observe_probes(families, np.full(10, 3), np.zeros(10), np.full(10, 8), 9)
-    np.testing.assert_array_equal(model.probe_resid, resid)  # no training since: no evidence
+    # no training since: no evidence
+    np.testing.assert_array_equal(model.shortfall.probe_resid, resid)
 
 
 def test_a_mastered_family_slipping_on_a_trickle_of_training_is_not_taken_for_a_hack() -> None:
