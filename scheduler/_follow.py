@@ -35,7 +35,9 @@ class TierMoves:
 
     catalog: Catalog
     step: int
-    rows: FloatArray  # float64 [7, moves]; family and tiers are exact in float64
+    # float32 [7, moves] (float64 past 2**24 families): family and tiers are exact; rates
+    # keep 6 decimals and samples 1 in the events (half the bytes of an undrained log)
+    rows: npt.NDArray[np.floating[Any]]
 
     def __len__(self) -> int:
         return int(self.rows.shape[1])
@@ -44,7 +46,8 @@ class TierMoves:
         cat = self.catalog
         family = self.rows[0].astype(np.int64)
         old, new = self.rows[1].astype(np.int64).tolist(), self.rows[2].astype(np.int64).tolist()
-        rate, low, high, samples = (r.tolist() for r in self.rows[3:])
+        rate, low, high = (np.round(r.astype(np.float64), 6).tolist() for r in self.rows[3:6])
+        samples = np.round(self.rows[6].astype(np.float64), 1).tolist()
         return [
             Event(
                 step=self.step,
@@ -95,7 +98,9 @@ class CurrentTiers:
         old = self.tier[fam].copy()
         low, rate, high = skill.pass_rate_band(fam, new)
         samples = np.round(skill.episodes[fam], 1)
-        moves = TierMoves(self._catalog, step, np.stack([fam, old, new, rate, low, high, samples]))
+        exact = self._catalog.n_families < 2**24  # every family id exact in float32
+        rows = np.stack([fam, old, new, rate, low, high, samples])
+        moves = TierMoves(self._catalog, step, rows.astype(np.float32) if exact else rows)
         self.tier[fam] = new
         self.last_change[fam] = step
         return moves
