@@ -177,25 +177,26 @@ class Exp3S:
     def observe(self, view: ArmView, state: PolicyState, touched: IntArray) -> None:
         if touched.size == 0:
             return
-        fast, slow = read_signal(view, self.signal, self.sparse_below)
+        # only the batch's arms learn: their signal is all that is read
+        fast, slow = read_signal(view, self.signal, self.sparse_below, touched)
+        if self.variant == "exp3s" and self.progress == "ema":
+            self._observe_exp3s(view, state, touched, np.abs(fast - slow))
+            return
         if self.variant == "tscl_sampling":
             last = state["last_score"]
             prev = last[touched]
             has = np.isfinite(prev)
-            _push_rows(state["delta"], state["count"], touched[has], (fast[touched] - prev)[has])
-            last[touched] = fast[touched]
+            _push_rows(state["delta"], state["count"], touched[has], (fast - prev)[has])
+            last[touched] = fast
             delta = state["delta"][touched]
             valid = np.isfinite(delta)
             total = np.where(valid, np.abs(delta), 0.0).sum(axis=1)
             state["score"][touched] = total / np.maximum(valid.sum(axis=1), 1)
             return
-        if self.variant == "exp3s" and self.progress == "ema":
-            self._observe_exp3s(view, state, touched, np.abs(fast - slow)[touched])
-            return
         # A window: only the touched rows change, so only their slopes are refitted.
         slot = state["count"][touched] % self.window
         state["x"][touched, slot] = float(view.step)
-        state["y"][touched, slot] = fast[touched]
+        state["y"][touched, slot] = fast
         state["count"][touched] += 1
         slope, _ = _masked_slope(state["x"][touched], state["y"][touched])
         progress = np.abs(np.nan_to_num(slope, nan=0.0))

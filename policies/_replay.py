@@ -54,14 +54,14 @@ class PrioritizedReplay(Stateless):
 
     def weights(self, view: ArmView, state: PolicyState) -> FloatArray:
         cur = view.current_arm
-        fast, slow = read_signal(view, self.signal, self.sparse_below)
-        p = fast[cur]
+        fast, slow = read_signal(view, self.signal, self.sparse_below, cur)
+        p = fast
         if self.score == "advantage":
             score = 2.0 * p * (1.0 - p)
         elif self.score == "failure":
             score = 1.0 - p
         else:
-            score = np.abs(p - slow[cur])
+            score = np.abs(p - slow)
         score = np.where(view.count[cur] == 0, np.inf, score)
         rank = rankdata(-score, method="min")
         by_score = softmax(-np.log(rank) / self.beta)

@@ -88,9 +88,11 @@ class ArmView:
         """float64 [n_arms]: success rate of a random policy, per arm."""
         return self.catalog.chance_success[self.catalog.family_of_arm]
 
-    def normalized(self, success: FloatArray) -> FloatArray:
-        """Success rescaled so chance level is 0 and perfect is 1 (clipped)."""
-        chance = self.chance
+    def normalized(self, success: FloatArray, chance: FloatArray | None = None) -> FloatArray:
+        """Success rescaled so chance level is 0 and perfect is 1 (clipped); ``chance``
+        of the same arms as ``success`` where those are not every arm."""
+        if chance is None:
+            chance = self.chance
         return np.clip((success - chance) / (1.0 - chance), 0.0, 1.0)
 
     @property
