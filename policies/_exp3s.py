@@ -229,9 +229,14 @@ class Exp3S:
         gain[touched] += scaled
         v = state["log_weight"] + self.eta * gain / drawn
         if n > 1 and self.alpha > 0:
-            # Fixed share: w_i = log((1 - a) e^v_i + a / (n - 1) * sum_{j != i} e^v_j).
+            # Fixed share: w_i = log((1 - a) e^v_i + a / (n - 1) * sum_{j != i} e^v_j). The
+            # shared weights sum to what the weights before the share did (sum_i e^v_i), so
+            # that sum normalises them: no second pass of exp over every arm.
             top = v.max()
             e = np.exp(v - top)
-            rest = np.clip(e.sum() - e, 0.0, None)
-            v = top + np.log((1.0 - self.alpha) * e + self.alpha / (n - 1) * rest)
+            total = e.sum()
+            rest = np.clip(total - e, 0.0, None)
+            shared = (1.0 - self.alpha) * e + self.alpha / (n - 1) * rest
+            state["log_weight"][...] = np.log(shared) - np.log(total)
+            return
         state["log_weight"][...] = v - logsumexp(v)

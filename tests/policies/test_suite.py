@@ -288,6 +288,15 @@ def test_exp3s_fixed_share_keeps_every_arm_alive() -> None:
     assert w.min() >= 0.05 / 4 - 1e-12
 
 
+def test_exp3s_log_weights_stay_normalised_after_the_fixed_share() -> None:
+    """The shared weights are normalised by the sum before the share (the two are equal),
+    not by a second logsumexp: the stored log-weights still sum to one in probability."""
+    sched = _single_tier_run("exp3s", lambda t: [min(t / 50, 1.0), 0.2, 0.0, 0.9], 200)
+    lw = np.asarray(sched.policy_state["log_weight"])
+    assert abs(float(np.log(np.exp(lw).sum()))) < 1e-12
+    assert np.isfinite(lw).all()
+
+
 # ---------------------------------------------------------------------------- pass-rate band
 @pytest.mark.parametrize("variant", ["band", "variance", "advantage"])
 def test_pass_rate_band_prefers_half_over_never_and_always(variant: str) -> None:
