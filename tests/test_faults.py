@@ -48,9 +48,12 @@ def test_probe_functions_that_raise_hang_or_lie_in_a_tenth_of_the_families() -> 
     slowest = 0.0
     try:
         for _ in range(60):
-            t0 = time.perf_counter()
             batch = sched.next_batch(64)
             sched.report(batch, rewards=np.ones(64), success=np.ones(64))
+            # the probe calls on the training thread: holding them for a hanging probe would
+            # take its timeout (0.3 s) or more; the scheduler's own step is not timed here,
+            # so a machine busy with other work does not read as a hang
+            t0 = time.perf_counter()
             runner.maybe_run(sched.probe_snapshot())
             sched.apply_probe_results(runner.drain())
             slowest = max(slowest, time.perf_counter() - t0)
