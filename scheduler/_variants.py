@@ -46,13 +46,11 @@ def permuted_index(
         ^ splitmix64(arm.astype(np.uint64) * np.uint64(0x100000001B3) + epoch.astype(np.uint64))
     )
     round_key = splitmix64(key[None, :] + np.arange(_ROUNDS, dtype=np.uint64)[:, None])
-    offset = round_key % n + n  # partner = (offset - x) mod n, offset - x in (0, 2n)
+    offset = round_key % n + n  # partner = (offset - x) % n
     x = position.astype(np.uint64)
     shift, top = np.uint64(29), np.uint64(1 << 63)  # top: z >= top where its top bit is set
     for r in range(_ROUNDS):
-        # the modulo by a subtraction: a 64-bit division per element was 40 % of the call
-        partner = offset[r] - x
-        partner = np.where(partner >= n, partner - n, partner)
+        partner = (offset[r] - x) % n
         z = (round_key[r] ^ np.maximum(x, partner)) * _MIX1
         z ^= z >> shift
         z *= _MIX2
