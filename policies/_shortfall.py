@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from domains import Catalog
 
+from ._state_checks import arm_counts, family_floats
 from ._stats import median_of
 
 FloatArray = npt.NDArray[np.float64]
@@ -24,20 +25,6 @@ BoolArray = npt.NDArray[np.bool_]
 _RESID_CLIP = 8.0  # one probe's standardised residual counts at most this much
 _RESID_RATE = 0.5  # EMA rate of the residuals, per probe round
 _HACK_FRESH = 2.0  # training episodes since a family's last probe for its hack residual
-
-
-def arm_counts(value: Any, where: str, n_arms: int) -> npt.NDArray[np.int32]:
-    """A saved per-arm count array as int32, or ValueError naming ``where``."""
-    if value is None:
-        raise ValueError(f"{where}: missing")
-    array = np.asarray(value)
-    if array.shape != (n_arms,) or array.dtype.kind not in "iuf":
-        raise ValueError(f"{where}: need {n_arms} counts")
-    counts = array.astype(np.float64)
-    whole = np.isfinite(counts) & (counts == np.rint(counts))
-    if not whole.all() or (counts < 0).any() or (counts > np.iinfo(np.int32).max).any():
-        raise ValueError(f"{where}: counts must be whole numbers in [0, 2**31)")
-    return counts.astype(np.int32)
 
 
 class ShortfallTest:
@@ -153,14 +140,7 @@ class ShortfallTest:
         """The state's arrays of this test, checked (ValueError naming the field); nothing
         is applied."""
         cat = self._catalog
-        loaded: dict[str, npt.NDArray[Any]] = {}
-        for name in self.FAMILY_ARRAYS:
-            if state.get(name) is None:
-                raise ValueError(f"skill.{name}: missing")
-            value = np.asarray(state[name], dtype=np.float64)
-            if value.shape != (cat.n_families,) or not np.all(np.isfinite(value)):
-                raise ValueError(f"skill.{name}: need {cat.n_families} finite values")
-            loaded[name] = value.copy()
+        loaded = family_floats(state, self.FAMILY_ARRAYS, cat.n_families)
         if (loaded["probe_rounds"] < 0).any():
             raise ValueError("skill.probe_rounds: counts must be >= 0")
         closed = loaded["window_closed"]

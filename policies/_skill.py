@@ -48,6 +48,7 @@ from scipy.special import expit
 from domains import Catalog
 
 from ._shortfall import ShortfallTest
+from ._state_checks import family_floats
 from ._stats import median_of
 
 FloatArray = npt.NDArray[np.float64]
@@ -558,16 +559,9 @@ class SkillModel:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Check every array, then apply them all (a bad state changes nothing)."""
         cat = self._catalog
-        loaded: dict[str, npt.NDArray[Any]] = {}
         state = dict(state)
         state.setdefault("built", state.get("episodes"))  # before it: every episode counted
-        for name in self._FAMILY_ARRAYS:
-            if state.get(name) is None:
-                raise ValueError(f"skill.{name}: missing")
-            value = np.asarray(state[name], dtype=np.float64)
-            if value.shape != (cat.n_families,) or not np.all(np.isfinite(value)):
-                raise ValueError(f"skill.{name}: need {cat.n_families} finite values")
-            loaded[name] = value.copy()
+        loaded = family_floats(state, self._FAMILY_ARRAYS, cat.n_families)
         if "slope_test" not in state:
             raise ValueError("skill.slope_test: missing")
         test = np.asarray(state["slope_test"], dtype=np.float64)
