@@ -52,6 +52,7 @@ class WeightPipeline:
         self._any_separate = bool(catalog.tier_separate.any())
         self._any_compute = bool(catalog.domain_compute_basis.any())
         self._projected = ArrayMemo()  # the last quota projection, to skip a repeat of it
+        self._held = ArrayMemo()  # the last flagged caps held to the batch (hold_flagged)
 
     # ------------------------------------------------------------------ staleness
     def reported(self, episodes: int) -> None:
@@ -89,12 +90,7 @@ class WeightPipeline:
         # where every family is flagged, the mastered and the stalled take the spare share
         # first: out-of-reach, flat and hacked families teach nothing
         first = self._spare_weight(flags, evidence, built)
-        caps = self.gates.hold_flagged(
-            base,
-            self._flag_caps(flags, evidence),
-            first=first,
-            ceiling=self.config.skill.max_weight / cat.n_families,
-        )
+        caps = self._hold(base, self._flag_caps(flags, evidence), first)
         for attempt in range(_RELAX_ROUNDS):
             try:
                 family, self.compute_ratio = self._project(
@@ -123,6 +119,19 @@ class WeightPipeline:
         )
         self.set(Weights(arm=arm, family=family, domain=domain, tier=tier), step)
         return events
+
+    def _hold(self, base: FloatArray, flag_caps: FloatArray, first: FloatArray) -> FloatArray:
+        """``Gates.hold_flagged`` of these caps, or its last answer when they are equal to
+        the last ones it was given (its passes of ``fill_to_one`` are a refresh's largest
+        part after the projection; the gates' factor does not enter it)."""
+        ceiling = np.array(self.config.skill.max_weight / self._catalog.n_families)
+        args = [base, flag_caps, first, ceiling]
+        known = self._held.get(args)
+        if known is not None:
+            return cast(FloatArray, known[0])
+        caps = self.gates.hold_flagged(base, flag_caps, first=first, ceiling=float(ceiling))
+        self._held.put(args, (caps,))
+        return caps
 
     def _project(
         self,
@@ -292,6 +301,7 @@ class WeightPipeline:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._projected.clear()
+        self._held.clear()
         self.compute_ratio = np.asarray(state["compute_ratio"], dtype=np.float64).copy()
         self.quota_short = np.asarray(state["quota_short"], dtype=bool).copy()
         self.gates.factor = np.asarray(state["family_factor"], dtype=np.float64).copy()

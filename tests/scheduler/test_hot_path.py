@@ -127,6 +127,31 @@ def test_the_memo_recomputes_when_a_flag_moves_the_caps() -> None:
     assert weights.family[2] < weights.family[3]  # the mastered family is held back
 
 
+def test_held_caps_from_the_memo_are_the_ones_hold_flagged_gives() -> None:
+    """The flagged caps held to the batch are kept with their arguments: a refresh with
+    the same caps takes them, and every answer equals a fresh ``hold_flagged``."""
+    sched = Scheduler(Catalog.synthetic(4, 6, 3, min_share=0.1), seed=0)
+    seen: list[tuple[tuple[np.ndarray, ...], np.ndarray]] = []
+    hold = sched.pipeline._hold
+
+    def spy(base: np.ndarray, flag_caps: np.ndarray, first: np.ndarray) -> np.ndarray:
+        caps = hold(base, flag_caps, first)
+        seen.append(((base.copy(), flag_caps.copy(), first.copy()), caps.copy()))
+        return caps
+
+    sched.pipeline._hold = spy  # type: ignore[method-assign]
+    _run(sched, 60)
+    assert sched.pipeline._held.hits > 0
+    ceiling = sched.config.skill.max_weight / sched.catalog.n_families
+    for (base, flag_caps, first), caps in seen:
+        want = sched.gates.hold_flagged(base, flag_caps, first=first, ceiling=ceiling)
+        assert np.array_equal(caps, want)
+    hits = sched.pipeline._held.hits
+    (base, flag_caps, first), _ = seen[-1]
+    sched.pipeline._hold(base, flag_caps * 2.0, first)  # other caps: computed afresh
+    assert sched.pipeline._held.hits == hits
+
+
 def test_the_memo_recomputes_when_a_breaker_moves_the_factor() -> None:
     sched = Scheduler(Catalog.synthetic(2, 4, 3), seed=0)
     before = sched.weights().family.copy()
