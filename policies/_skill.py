@@ -167,7 +167,8 @@ class SkillModel:
         # what it took to learn the family (none for one that came mastered); a saturated
         # batch's spare share goes to mastered families in proportion to it
         self.built = np.zeros(n)
-        # the hacking test: probes against the training at the same tiers since the last
+        # the hacking test: probes against the training at the same tiers since each
+        # family's last probe round (policies/_shortfall.py)
         self.shortfall = ShortfallTest(catalog)
         # float64 [5, n_families]: the score test of the belief's slope, from training
         # outcomes (each against the belief of its time), fading per episode: the scores of
