@@ -1,4 +1,4 @@
-"""Small numeric helpers the skill model and its tests share."""
+"""Small numeric helpers the skill model and its hacking test share."""
 
 from __future__ import annotations
 

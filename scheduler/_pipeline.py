@@ -53,6 +53,8 @@ class WeightPipeline:
         self._any_compute = bool(catalog.domain_compute_basis.any())
         self._projected = ArrayMemo()  # the last quota projection, to skip a repeat of it
         self._held = ArrayMemo()  # the last flagged caps held to the batch (hold_flagged)
+        # no family takes more than this share while others can take the rest (fixed)
+        self._ceiling = config.skill.max_weight / catalog.n_families
 
     # ------------------------------------------------------------------ staleness
     def reported(self, episodes: int) -> None:
@@ -87,8 +89,9 @@ class WeightPipeline:
             floor=self.config.exploration_floor,
         )
         base = self.gates.caps(cat.pool_size[cat.arm_start[:-1] + current])
-        # where every family is flagged, the mastered and the stalled take the spare share
-        # first: out-of-reach, flat and hacked families teach nothing
+        # where every family is flagged, the mastered, the stalled and the out-of-reach not
+        # yet tried take the spare share first: flat, hacked and tried out-of-reach
+        # families teach nothing
         first = self._spare_weight(flags, evidence, built)
         caps = self._hold(base, self._flag_caps(flags, evidence), first)
         for attempt in range(_RELAX_ROUNDS):
@@ -124,12 +127,11 @@ class WeightPipeline:
         """``Gates.hold_flagged`` of these caps, or its last answer when they are equal to
         the last ones it was given (its passes of ``fill_to_one`` are a refresh's largest
         part after the projection; the gates' factor does not enter it)."""
-        ceiling = np.array(self.config.skill.max_weight / self._catalog.n_families)
-        args = [base, flag_caps, first, ceiling]
+        args = [base, flag_caps, first]
         known = self._held.get(args)
         if known is not None:
             return cast(FloatArray, known[0])
-        caps = self.gates.hold_flagged(base, flag_caps, first=first, ceiling=float(ceiling))
+        caps = self.gates.hold_flagged(base, flag_caps, first=first, ceiling=self._ceiling)
         self._held.put(args, (caps,))
         return caps
 
