@@ -120,7 +120,10 @@ def served_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedRun]:
                 "/api/2.0/mlflow/runs/search",
                 {"experiment_ids": [exp_id], "filter": f"attributes.run_name = '{name}'"},
             ).get("runs", [])
-            assert len(found) == 1, f"expected one run named {name!r}, found {len(found)}"
+            assert len(found) == 1, (
+                f"expected one run named {name!r}, found {len(found)}; simulate said:\n"
+                f"{done.stderr}"
+            )
             ids[name] = found[0]["info"]["run_id"]
         yield ServedRun(server, exp_id, ids[RUN_NAME], ids[f"{RUN_NAME}.baseline"], done.stdout)
     finally:

@@ -165,9 +165,10 @@ class MLflowTracker:
         """Create (or resume) the run and log its params, on the worker thread.
 
         Waits up to ``start_wait_s`` for it: the run id, or TrackingError if MLflow refused
-        or is unreachable (or the run id is unknown). A server that has not answered by
-        then does not hold the training loop: start returns None, the run is created in
-        the background (retried with backoff), and values are buffered meanwhile;
+        or is unreachable (or the run id is unknown); a server that answers with a status
+        a retry may fix (busy: a 5xx, a 429) is retried meanwhile. A server that has not
+        created the run by then does not hold the training loop: start returns None, the
+        run is created in the background (retried with backoff), and values are buffered;
         :attr:`run_id` gives the id once it exists. Package versions are added as
         ``versions.<pkg>``."""
         if self._thread is not None:
@@ -200,8 +201,8 @@ class MLflowTracker:
                 return self._run_id
             self._detached = True
         logger.warning(
-            "MLflow at %s has not answered in %.0f s; the run starts in the background and "
-            "values are buffered until it does",
+            "MLflow at %s has not answered with a run in %.0f s; the run starts in the "
+            "background and values are buffered until it does",
             mask_secrets(self.tracking_uri),
             wait or 0.0,
         )
@@ -222,7 +223,8 @@ class MLflowTracker:
                 break
             except TrackingError as exc:
                 with self._cv:
-                    if not self._detached or self._abandon:
+                    # A busy server is retried while start() still waits, as after it
+                    if (not self._detached and not exc.busy) or self._abandon:
                         self._boot_error = exc
                         self._booted.set()
                         return

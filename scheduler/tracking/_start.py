@@ -26,6 +26,20 @@ def is_permanent(exc: BaseException) -> bool:
     return getattr(exc, "error_code", None) in PERMANENT_ERRORS
 
 
+def server_was_busy(exc: BaseException) -> bool:
+    """Whether the server answered with a status its client would retry (MLflow's own
+    retries are off, so requests reports it as a RetryError under MLflow's exception):
+    the server is up but could not serve the call now."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain is short; a bound keeps a cycle harmless
+        if seen is None:
+            return False
+        if type(seen).__name__ in ("RetryError", "ResponseError"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class RunStart:
     """Opens one MLflow run: a new one in ``experiment`` (created or restored if need be),
     or ``resume_run_id`` with its params kept, its running event counts and its
@@ -72,7 +86,8 @@ class RunStart:
                     f"tracking_uri {self.tracking_uri!r}: cannot start an MLflow run: "
                     f"{exc}. Check the URI (sqlite:///path/mlflow.db, file:./mlruns or "
                     "http://host:port) and that the server is up."
-                )
+                ),
+                busy=server_was_busy(exc),
             ) from None
         return str(run_id)
 

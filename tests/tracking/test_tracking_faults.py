@@ -1,16 +1,21 @@
 """The tracker under hostile conditions: a parent that dies or exits on an error (the MLflow
-helper process goes quietly), and a server that accepts connections but never answers (the
-run starts in the background; training never waits on it)."""
+helper process goes quietly), a server that accepts connections but never answers (the
+run starts in the background; training never waits on it), and one too busy to create the
+run at first (its 5xx answers are retried)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,3 +155,90 @@ def test_a_run_started_in_the_background_is_created_once_the_server_answers(
     history = MlflowClient(tracking_uri=backend).get_metric_history(tracker.run_id, "loss")
     assert sorted(m.step for m in history) == list(range(20))
     assert os.environ.get("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT") == "true"
+
+
+class _Busy:
+    """A stand-in tracking server whose first ``failures`` calls answer 500, as MLflow's
+    server does while its sqlite database is locked; then it serves the few calls a run's
+    start and close make."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.paths: list[tuple[int, str]] = []
+        busy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                del body
+                path = self.path.split("?")[0]
+                status, reply = busy.answer(path)
+                busy.paths.append((status, path))
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_POST = do_GET
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, path: str) -> tuple[int, dict[str, Any]]:
+        if len(self.paths) < self.failures:
+            return 500, {"error_code": "INTERNAL_ERROR", "message": "database is locked"}
+        info = {"run_id": "r1", "experiment_id": "1", "status": "RUNNING"}
+        if path.endswith("experiments/get-by-name"):
+            return 200, {"experiment": {"experiment_id": "1", "name": "curriculum"}}
+        if path.endswith("runs/create"):
+            return 200, {"run": {"info": info, "data": {}}}
+        return 200, {}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_busy_server_is_retried_while_the_start_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    busy = _Busy(failures=3)
+    tracker = MLflowTracker(busy.url, start_wait_s=20.0, retry_backoff_s=0.05)
+    try:
+        assert tracker.start("busy", params={"seed": 0}) == "r1"
+        tracker.log_metrics({"loss": 1.0}, 0)
+        stats = tracker.close()
+    finally:
+        busy.close()
+    assert [status for status, _ in busy.paths[:3]] == [500, 500, 500]
+    assert stats.dropped == 0 and stats.sent == 1
+
+
+def test_a_server_busy_past_the_start_wait_starts_the_run_in_the_background(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    busy = _Busy(failures=10**6)
+    tracker = MLflowTracker(
+        busy.url, start_wait_s=0.5, retry_backoff_s=0.05, max_retry_s=0.1, stall_timeout_s=1.0
+    )
+    try:
+        assert tracker.start("busy", params={"seed": 0}) is None
+        busy.failures = 0  # the lock is released: the background start goes through
+        deadline = time.monotonic() + 30
+        while tracker.run_id is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tracker.log_metrics({"loss": 1.0}, 0)
+        stats = tracker.close()
+    finally:
+        busy.close()
+    assert tracker.run_id == "r1"
+    assert stats.sent == 1
+    assert "has not answered with a run" in caplog.text
