@@ -28,7 +28,9 @@ same script measures the old core and the new one.
   same counter for every core.
 * Probe update: median ms of ``record_probes`` of every family (one step between rounds).
 * Memory: tracemalloc around building the catalog, then ``Scheduler`` and 20 warm steps
-  (imports warmed first); the scheduler's state is what stays allocated beyond the catalog.
+  (imports warmed first). The events of those steps, which a trainer's recorder drains at
+  every step, are measured apart: the scheduler's state is what stays allocated beyond
+  the catalog once they are drained.
 
 Catalogs are ``Catalog.synthetic``: arms / 4 families of 4 tiers in 5 to 25 domains.
 Outcomes are coin flips and probe scores uniform, both from ``--seed``, drawn before
@@ -298,8 +300,9 @@ def probe_ms(catalog: Catalog, work: Workload, s: Settings) -> float:
 @dataclass(frozen=True)
 class Memory:
     catalog_bytes: int
-    state_bytes: int  # allocated beyond the catalog after the build and the warm steps
+    state_bytes: int  # allocated beyond the catalog after the build, warm steps and a drain
     peak_bytes: int  # the peak beyond the catalog
+    events_bytes: int  # what the warm steps' events held until they were drained
 
     def per_arm(self, n_arms: int) -> tuple[float, float]:
         return self.state_bytes / n_arms, self.peak_bytes / n_arms
@@ -322,10 +325,13 @@ def memory(n_arms: int, work: Workload, s: Settings) -> Memory:
         for i in range(MEMORY_STEPS):
             step(i)
         gc.collect()
+        pending = tracemalloc.get_traced_memory()[0]
+        step.sched.drain_events()
+        gc.collect()
         now, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    return Memory(base, now - base, peak - base)
+    return Memory(base, now - base, peak - base, pending - now)
 
 
 def write_profile(out: Path, s: Settings) -> None:
@@ -439,10 +445,18 @@ def detail_tables(res: Results, s: Settings) -> list[str]:
                 f"{m.state_bytes / 1e6:.2f}",
                 f"{state:,.0f}",
                 f"{peak:,.0f}",
+                f"{m.events_bytes / a:,.0f}",
             ]
         )
     mem = markdown_table(
-        ["arms", "catalog MB", "scheduler state MB", "state bytes/arm", "peak bytes/arm"],
+        [
+            "arms",
+            "catalog MB",
+            "scheduler state MB",
+            "state bytes/arm",
+            "peak bytes/arm",
+            f"undrained events of {MEMORY_STEPS} steps, bytes/arm",
+        ],
         mem_rows,
     )
     return [calls, probes, mem]

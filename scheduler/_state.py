@@ -32,6 +32,11 @@ _INT_FIELDS = (
 )
 
 
+def _unset(n: int, value: float, dtype: type[np.generic]) -> Any:
+    """A read-only array of ``n`` times ``value`` that holds one element."""
+    return np.broadcast_to(np.array(value, dtype=dtype), (n,))
+
+
 class ArmStats:
     """EMAs, counts and the latest probe of every arm.
 
@@ -49,14 +54,17 @@ class ArmStats:
         # counts and steps in 32 bits (2 billion episodes of one arm, or steps, is beyond
         # any run; a checkpoint past it is refused by the structural check)
         self.count: Int32Array = np.zeros(n_arms, dtype=np.int32)
-        self.process_count: Int32Array = np.zeros(n_arms, dtype=np.int32)
         self.last_step: Int32Array = np.full(n_arms, -1, dtype=np.int32)
         self.success_fast: FloatArray = np.zeros(n_arms)
         self.success_slow: FloatArray = np.zeros(n_arms)
         self.reward_fast: FloatArray = np.zeros(n_arms)
         self.reward_slow: FloatArray = np.zeros(n_arms)
-        self.process_fast: FloatArray = np.full(n_arms, np.nan)
-        self.process_slow: FloatArray = np.full(n_arms, np.nan)
+        # The process-score statistics: most trainers report none, so until the first
+        # process score they are read-only views of one value (no memory per arm), and
+        # become arrays of their own then (``_own_process``).
+        self.process_count: Int32Array = _unset(n_arms, 0, np.int32)
+        self.process_fast: FloatArray = _unset(n_arms, np.nan, np.float64)
+        self.process_slow: FloatArray = _unset(n_arms, np.nan, np.float64)
         self.probe_score: FloatArray = np.full(n_arms, np.nan)
         self.probe_n: Int32Array = np.zeros(n_arms, dtype=np.int32)
         self.probe_step: Int32Array = np.full(n_arms, -1, dtype=np.int32)
@@ -94,6 +102,7 @@ class ArmStats:
                 self._ema(prefix + speed, touched, mean, k, fresh)
         has_process = ~np.isnan(process)
         if has_process.any():
+            self._own_process()
             p_arm, p_inverse = np.unique(arm[has_process], return_inverse=True)
             kp = np.bincount(p_inverse, minlength=p_arm.shape[0]).astype(np.float64)
             mean = np.bincount(p_inverse, weights=process[has_process]) / kp
@@ -104,6 +113,13 @@ class ArmStats:
         self.count[touched] += k.astype(np.int32)
         self.last_step[touched] = step
         return touched
+
+    def _own_process(self) -> None:
+        """Give the process-score statistics arrays of their own (a no-op once they have)."""
+        if not self.process_count.flags.writeable:
+            self.process_count = np.zeros(self.n_arms, dtype=np.int32)
+            self.process_fast = np.full(self.n_arms, np.nan)
+            self.process_slow = np.full(self.n_arms, np.nan)
 
     def state_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name).copy() for name in _FLOAT_FIELDS + _INT_FIELDS}
@@ -151,3 +167,9 @@ class ArmStats:
                     f"stats.{name}: expected shape ({self.n_arms},), got {value.shape}"
                 )
             setattr(self, name, value.copy())
+        if not self.process_count.any() and np.isnan(self.process_fast).all():
+            # a run that never had a process score: back to the shared views
+            n, nan = self.n_arms, np.nan
+            self.process_count = _unset(n, 0, np.int32)
+            self.process_fast = _unset(n, nan, np.float64)
+            self.process_slow = _unset(n, nan, np.float64)

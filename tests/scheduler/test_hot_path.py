@@ -349,3 +349,35 @@ def test_the_cached_flag_reads_follow_every_update_and_cannot_be_written() -> No
         sk.hacked()[0] = True
     with pytest.raises(ValueError, match="read-only"):
         sk.out_of_reach()[0] = True
+
+
+def test_process_statistics_take_memory_only_once_a_process_score_arrives() -> None:
+    """Most trainers report no process score: their arms hold no process statistics (a
+    read-only view of one value), the view and the state read as before, and a load of a
+    state without process scores keeps it so."""
+    cat = Catalog.synthetic(2, 5, 4)
+    sched = Scheduler(cat, "learning_progress", seed=0)
+    for _ in range(3):
+        batch = sched.next_batch(32)
+        ones = np.ones(len(batch))
+        sched.report(batch, rewards=ones, success=ones)
+    stats = sched.stats
+    assert stats.process_fast.nbytes == cat.n_arms * 8 and stats.process_fast.base is not None
+    assert all(a.strides == (0,) for a in (stats.process_fast, stats.process_count))
+    state = sched.state_dict()
+    assert np.isnan(state["stats"]["process_fast"]).all()
+    assert state["stats"]["process_count"].tolist() == [0] * cat.n_arms
+    assert state["stats"]["process_fast"].strides != (0,)  # a checkpoint holds plain arrays
+    other = Scheduler(cat, "learning_progress", seed=0)
+    other.load_state_dict(state)
+    assert other.stats.process_fast.strides == (0,)
+    # the first process score: arrays of their own, and the view follows them
+    batch = sched.next_batch(32)
+    ones = np.ones(len(batch))
+    process = np.full(len(batch), np.nan)
+    process[0] = 0.25
+    sched.report(batch, rewards=ones, success=ones, process=process)
+    arm = int(batch.arm[0])
+    assert stats.process_fast.strides == (8,) and stats.process_count[arm] == 1
+    assert stats.process_fast[arm] == 0.25 and np.isnan(np.delete(stats.process_fast, arm)).all()
+    assert sched.view().process_fast[arm] == 0.25
