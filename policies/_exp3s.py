@@ -7,7 +7,7 @@ vector (Exp3.S) or the quantity the sampler would rank by (TSCL), and the schedu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -19,6 +19,7 @@ from domains import Catalog
 from ._registry import PolicyState, register
 from ._signal import Signal, check_signal, read_signal
 from ._view import ArmView
+from ._workspace import Workspace
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -104,6 +105,8 @@ class Exp3S:
     window: int = 32
     min_points: int = 3
     optimism: float = 1.0
+    # work arrays of the update over every arm (not an option: no init, compare or repr)
+    _work: Workspace = field(default_factory=Workspace, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -218,25 +221,48 @@ class Exp3S:
         middle = 2.0 * (reward - lo) / span - 1.0 if span > 0 else np.zeros_like(reward)
         scaled = np.where(reward < lo, -1.0, np.where(reward > hi, 1.0, middle))
 
+        # Every arm's weight moves, so the arithmetic below runs over every arm, into work
+        # arrays kept between calls (``Workspace``); each line is the expression in its
+        # comment, with the same operations in the same order (the same bits).
+        lw = state["log_weight"]
+        n = lw.shape[0]
+        work = self._work
+        a, b, c, d = (work.array(name, n) for name in "abcd")
         seen = state["count_seen"]
-        draws = max(int((view.count - seen).sum()), 1)
+        moved = np.subtract(view.count, seen, out=work.array("moved", n, np.int64))
+        draws = max(int(moved.sum()), 1)  # draws = max(sum(view.count - seen), 1)
         seen[...] = view.count
-        p = self.probabilities(state)
-        n = p.shape[0]
-        q = np.minimum(p / p[view.current_arm].sum(), 1.0 - 1e-12)
-        drawn = -np.expm1(draws * np.log1p(-q))  # 1 - (1 - q) ** B
-        gain = np.full(n, self.beta)
+        # p = (1 - epsilon) * softmax(lw) + epsilon / n
+        np.subtract(lw, np.max(lw, keepdims=True), out=a)
+        np.exp(a, out=a)
+        np.divide(a, np.sum(a, keepdims=True), out=a)
+        np.multiply(a, 1.0 - self.epsilon, out=a)
+        p = np.add(a, self.epsilon / n, out=a)
+        # drawn = 1 - (1 - q) ** B, q = min(p / sum of p over the current arms, 1 - 1e-12)
+        np.divide(p, p[view.current_arm].sum(), out=b)
+        np.minimum(b, 1.0 - 1e-12, out=b)
+        np.negative(b, out=c)
+        np.log1p(c, out=c)
+        np.multiply(c, draws, out=c)
+        np.expm1(c, out=c)
+        drawn = np.negative(c, out=c)
+        # v = lw + eta * gain / drawn, gain = beta (+ the scaled reward where touched)
+        gain = d
+        gain.fill(self.beta)
         gain[touched] += scaled
-        v = state["log_weight"] + self.eta * gain / drawn
+        np.multiply(gain, self.eta, out=d)
+        np.divide(d, drawn, out=d)
+        v = np.add(lw, d, out=d)
         if n > 1 and self.alpha > 0:
             # Fixed share: w_i = log((1 - a) e^v_i + a / (n - 1) * sum_{j != i} e^v_j). The
             # shared weights sum to what the weights before the share did (sum_i e^v_i), so
             # that sum normalises them: no second pass of exp over every arm.
-            top = v.max()
-            e = np.exp(v - top)
+            e = np.exp(np.subtract(v, v.max(), out=a), out=a)  # e = exp(v - max(v))
             total = e.sum()
-            rest = np.clip(total - e, 0.0, None)
-            shared = (1.0 - self.alpha) * e + self.alpha / (n - 1) * rest
-            state["log_weight"][...] = np.log(shared) - np.log(total)
+            rest = np.maximum(np.subtract(total, e, out=b), 0.0, out=b)  # max(total - e, 0)
+            np.multiply(e, 1.0 - self.alpha, out=e)
+            np.multiply(rest, self.alpha / (n - 1), out=rest)
+            shared = np.add(e, rest, out=e)
+            np.subtract(np.log(shared, out=shared), np.log(total), out=lw)
             return
-        state["log_weight"][...] = v - logsumexp(v)
+        lw[...] = v - logsumexp(v)

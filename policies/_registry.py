@@ -105,7 +105,8 @@ def policy_params(policy: Policy) -> dict[str, Any]:
     params: dict[str, Any] = {"name": getattr(policy, "policy_name", type(policy).__name__)}
     if dataclasses.is_dataclass(policy) and not isinstance(policy, type):
         for f in dataclasses.fields(policy):
-            params[f.name] = _plain(getattr(policy, f.name))
+            if f.init:  # an option; a field the policy makes itself is not
+                params[f.name] = _plain(getattr(policy, f.name))
     return params
 
 
