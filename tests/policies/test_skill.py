@@ -471,3 +471,29 @@ def test_a_slope_half_way_to_flat_keeps_its_contrast_draws() -> None:
         assert abs(float((tiers == 1).mean()) - share) < 0.03, family
     model._suspect = float("inf")  # bench/quality.py's no_suspect_contrast
     assert model.slope_undecided().tolist()[:5] == [False, False, True, False, False]
+
+
+def test_a_probe_round_of_every_family_updates_the_beliefs_as_the_general_loop_does() -> None:
+    """A round with one row per family in order takes the work-array loop; the same rows in
+    another order take the general one (a sum per family of one row each): the beliefs
+    must be the same bits, whatever the evidence (passes, failures, every tier)."""
+    cat = Catalog.synthetic(5, 40, 4, chance_success=0.25)
+    rng = np.random.default_rng(3)
+    m = cat.n_families
+    tiers = rng.integers(0, 4, m)
+    n = rng.integers(1, 64, m).astype(np.float64)
+    k = np.floor(n * rng.random(m))
+    k[:10], k[10:20] = 0.0, n[10:20]  # all failed, all passed
+    start_mu, start_var = rng.normal(0.0, 1.5, m), rng.uniform(0.2, 4.0, m)
+    results = []
+    for order in (np.arange(m), rng.permutation(m)):
+        model = SkillModel(cat)
+        model.probe_mu[:], model.probe_var[:] = start_mu, start_var
+        families = np.arange(m)
+        model._update(
+            model.probe_mu, model.probe_var, families, order, tiers[order], k[order], n[order]
+        )
+        results.append((model.probe_mu.copy(), model.probe_var.copy()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert not np.array_equal(results[0][0], start_mu)  # the evidence moved the beliefs
