@@ -126,6 +126,10 @@ _DRAW_SPREAD = 0.5
 # for hundreds of steps before the top tier; held to a trickle there, they took twice as
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
 _STALL_BELOW = 1.0
+# A probe round of at least this many families runs in kept work arrays (_newton_each):
+# 128 KiB of float64, glibc's mmap threshold, above which a fresh array is mapped and
+# unmapped at each use; under it freed memory is reused without page faults
+_WORK_MIN = 16_384
 
 
 def _clip(values: Any, low: Any, high: Any) -> Any:
@@ -525,7 +529,7 @@ class SkillModel:
         # one row per family, in order (a probe round of every family): the sums per family
         # are the rows themselves, with no gather and no bincount (the same values)
         each = owner.shape[0] == m and bool((owner == np.arange(m)).all())
-        if each:
+        if each and m >= _WORK_MIN:
             info = self._newton_each(mu, prior_mu, prior_prec, chance, tiers, top, k, n)
             mean[families] = mu
             var[families] = 1.0 / (prior_prec + info)
@@ -561,14 +565,16 @@ class SkillModel:
         n: FloatArray,
     ) -> FloatArray:
         """The Newton steps of ``_update`` where row i is family i (a probe round of every
-        family), moving ``mu`` in place; returns the information. The loop of ``_update``
-        with each expression (in its comment) written into work arrays kept between rounds:
+        family, ``_WORK_MIN`` or more), moving ``mu`` in place; returns the information.
+        The loop of ``_update`` with each expression (in its comment) written into work
+        arrays kept between rounds:
         at 25,000 families a fresh array is 200 KB, and its page faults cost several times
         the arithmetic. The same operations in the same order: the same bits."""
         m = mu.shape[0]
         slope = self.config.slope
         w = self._work
-        a, b, q, p, dp, grad = (w.array(name, m) for name in ("a", "b", "q", "p", "dp", "grad"))
+        a, b, q, p, dp = (w.array(name, m) for name in ("a", "b", "q", "p", "dp"))
+        grad = q  # q is spent once dp is made
         info = np.empty(m)
         rest = 1.0 - chance
         rest_slope = rest * slope
