@@ -152,3 +152,39 @@ def emit(
     if markdown:
         print(f"<!-- {machine()}; {elapsed:.0f} s in all -->")
     print(text)
+
+
+def set_constants(assignments: Sequence[str]) -> dict[str, Any]:
+    """Set module constants of the code under test for this process: ``MODULE:NAME=VALUE``,
+    VALUE a Python literal of the constant's own type (``policies._skill:_SLOPE_INFO_MIN=0.3``).
+    A try measured before it becomes a setting, or is dropped, stays reproducible from the
+    command line. ValueError names the assignment at fault; nothing is set then."""
+    import ast
+    import importlib
+
+    planned: list[tuple[Any, str, Any]] = []
+    for item in assignments:
+        target, sep, text = item.partition("=")
+        module_name, colon, name = target.partition(":")
+        if not sep or not colon or not module_name or not name:
+            raise ValueError(f"{item!r}: expected MODULE:NAME=VALUE")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ValueError(f"{item!r}: no module {module_name!r} ({exc})") from None
+        if not hasattr(module, name):
+            raise ValueError(f"{item!r}: {module_name} has no constant {name!r}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{item!r}: {text!r} is not a Python literal") from None
+        old = getattr(module, name)
+        if type(value) is not type(old) and not (isinstance(old, float) and type(value) is int):
+            raise ValueError(
+                f"{item!r}: {module_name}.{name} is a {type(old).__name__}, "
+                f"got a {type(value).__name__}"
+            )
+        planned.append((module, name, type(old)(value)))
+    for module, name, value in planned:
+        setattr(module, name, value)
+    return {f"{m.__name__}:{n}": v for m, n, v in planned}

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import set_constants
 from _runners import (
     SYLLABUS,
     Evaluator,
@@ -416,10 +417,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME=JSON",
         help='a named variant of the default: ours-x={"skill": {"patience": 64}}',
     )
+    ap.add_argument(
+        "--set-constant",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME=VALUE",
+        help="set a module constant of the code under test: policies._skill:_SLOPE_INFO_MIN=0.3",
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    try:
+        set_constants(args.set_constant)
+    except ValueError as exc:
+        ap.error(f"--set-constant {exc}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     names = [x for x in args.regimes.split(",") if x]
     known = {r.name: r for r in GRID}
@@ -453,7 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tasks.append((r, x, s, ablations.get(x)))
     start = time.perf_counter()
     if args.jobs > 1:
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        with ProcessPoolExecutor(
+            max_workers=args.jobs, initializer=set_constants, initargs=(args.set_constant,)
+        ) as pool:
             cells = list(pool.map(run_cell, tasks, chunksize=1))
     else:
         cells = [run_cell(t) for t in tasks]

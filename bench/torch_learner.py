@@ -98,6 +98,7 @@ from _common import (
     parse_assignments,
     policy_options,
     run_main,
+    set_constants,
     steps_to,
 )
 from torch import nn
@@ -651,6 +652,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "'all' for every one",
     )
     parser.add_argument("--suite", action="append", default=[], metavar="FIELD=VALUE")
+    parser.add_argument(
+        "--set-constant",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME=VALUE",
+        help="set a module constant of the code under test: policies._skill:_SLOPE_INFO_MIN=0.3",
+    )
     parser.add_argument("--scheduler", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--option", action="append", default=[], metavar="POLICY.FIELD=VALUE")
     parser.add_argument(
@@ -717,6 +725,10 @@ def _current(saved: dict[str, Any]) -> dict[str, Any]:
 
 
 def _main(args: argparse.Namespace) -> int:
+    try:
+        set_constants(args.set_constant)
+    except ValueError as exc:
+        raise BenchError(f"--set-constant {exc}") from None
     if args.render:
         try:
             saved = [r for f in args.render for r in json.loads(f.read_text())["runs"]]
