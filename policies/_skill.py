@@ -126,10 +126,6 @@ _DRAW_SPREAD = 0.5
 # for hundreds of steps before the top tier; held to a trickle there, they took twice as
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
 _STALL_BELOW = 1.0
-# A probe round of at least this many families runs in kept work arrays (_newton_each):
-# 128 KiB of float64, glibc's mmap threshold, above which a fresh array is mapped and
-# unmapped at each use; under it freed memory is reused without page faults
-_WORK_MIN = 16_384
 
 
 def _clip(values: Any, low: Any, high: Any) -> Any:
@@ -202,7 +198,7 @@ class SkillModel:
         # whether an untried out-of-reach family takes a spare share (on_trial); the
         # ablation turns it off
         self._reach_trial = True
-        self._work = Workspace()  # the probe round's work arrays (_newton_each)
+        self._work = Workspace()  # a probe round's work arrays (_newton_each)
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
@@ -525,26 +521,21 @@ class SkillModel:
         tiers = tier.astype(np.float64)
         top = self._top[families]
         mu = prior_mu.copy()
-        info = np.zeros(m)
         # one row per family, in order (a probe round of every family): the sums per family
         # are the rows themselves, with no gather and no bincount (the same values)
-        each = owner.shape[0] == m and bool((owner == np.arange(m)).all())
-        if each and m >= _WORK_MIN:
+        if owner.shape[0] == m and bool((owner == np.arange(m)).all()):
             info = self._newton_each(mu, prior_mu, prior_prec, chance, tiers, top, k, n)
             mean[families] = mu
             var[families] = 1.0 / (prior_prec + info)
             return
+        info = np.zeros(m)
         for _ in range(_NEWTON_STEPS):
-            q = expit(slope * ((mu if each else mu[owner]) - tiers))
+            q = expit(slope * (mu[owner] - tiers))
             p = _clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
             dp = (1.0 - chance) * slope * q * (1.0 - q)
             pq = p * (1.0 - p)
-            if each:
-                grad = (k - n * p) * dp / pq + 0.0  # + 0.0: bincount's -0.0 is 0.0
-                info = n * dp * dp / pq + 0.0
-            else:
-                grad = np.bincount(owner, weights=(k - n * p) * dp / pq, minlength=m)
-                info = np.bincount(owner, weights=n * dp * dp / pq, minlength=m).astype(np.float64)
+            grad = np.bincount(owner, weights=(k - n * p) * dp / pq, minlength=m)
+            info = np.bincount(owner, weights=n * dp * dp / pq, minlength=m).astype(np.float64)
             g = grad - prior_prec * (mu - prior_mu)
             move = _clip(g / (info + prior_prec), -_MAX_STEP, _MAX_STEP)  # damped
             mu = _clip(mu + move, -_REACH, top + _REACH)
@@ -565,11 +556,11 @@ class SkillModel:
         n: FloatArray,
     ) -> FloatArray:
         """The Newton steps of ``_update`` where row i is family i (a probe round of every
-        family, ``_WORK_MIN`` or more), moving ``mu`` in place; returns the information.
-        The loop of ``_update`` with each expression (in its comment) written into work
-        arrays kept between rounds:
-        at 25,000 families a fresh array is 200 KB, and its page faults cost several times
-        the arithmetic. The same operations in the same order: the same bits."""
+        family), moving ``mu`` in place; returns the information. Each expression (in its
+        comment) is written into work arrays kept between rounds (``Workspace``): at 25,000
+        families a fresh array is 200 KB, and its page faults cost several times the
+        arithmetic. The sums per family are the rows, so ``+ 0.0`` stands for bincount's
+        turning -0.0 into 0.0: the bits of the general loop."""
         m = mu.shape[0]
         slope = self.config.slope
         w = self._work

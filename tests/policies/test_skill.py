@@ -474,13 +474,13 @@ def test_a_slope_half_way_to_flat_keeps_its_contrast_draws() -> None:
 
 
 def test_a_probe_round_of_every_family_updates_the_beliefs_as_the_general_loop_does() -> None:
-    """A round with one row per family in order, of ``_WORK_MIN`` families or more, takes
-    the work-array loop; the same rows in another order take the general one (a sum per
-    family of one row each): the beliefs must be the same bits, whatever the evidence
-    (passes, failures, every tier)."""
-    from policies._skill import _WORK_MIN
+    """A round with one row per family in order takes the work-array loop (its arrays kept,
+    at this size); the same rows in another order take the general one (a sum per family
+    of one row each): the beliefs must be the same bits, whatever the evidence (passes,
+    failures, every tier)."""
+    from policies._workspace import KEEP_FROM_BYTES
 
-    cat = Catalog.synthetic(16, _WORK_MIN // 16 + 1, 4, chance_success=0.25)
+    cat = Catalog.synthetic(16, KEEP_FROM_BYTES // 8 // 16 + 1, 4, chance_success=0.25)
     rng = np.random.default_rng(3)
     m = cat.n_families
     tiers = rng.integers(0, 4, m)
