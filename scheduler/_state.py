@@ -59,12 +59,10 @@ class ArmStats:
         self.success_slow: FloatArray = np.zeros(n_arms)
         self.reward_fast: FloatArray = np.zeros(n_arms)
         self.reward_slow: FloatArray = np.zeros(n_arms)
-        # The process-score statistics: most trainers report none, so until the first
-        # process score they are read-only views of one value (no memory per arm), and
-        # become arrays of their own then (``_own_process``).
-        self.process_count: Int32Array = _unset(n_arms, 0, np.int32)
-        self.process_fast: FloatArray = _unset(n_arms, np.nan, np.float64)
-        self.process_slow: FloatArray = _unset(n_arms, np.nan, np.float64)
+        self.process_count: Int32Array
+        self.process_fast: FloatArray
+        self.process_slow: FloatArray
+        self._share_process()
         self.probe_score: FloatArray = np.full(n_arms, np.nan)
         self.probe_n: Int32Array = np.zeros(n_arms, dtype=np.int32)
         self.probe_step: Int32Array = np.full(n_arms, -1, dtype=np.int32)
@@ -113,6 +111,15 @@ class ArmStats:
         self.count[touched] += k.astype(np.int32)
         self.last_step[touched] = step
         return touched
+
+    def _share_process(self) -> None:
+        """The process-score statistics before any process score: most trainers report
+        none, so they are read-only views of one value (no memory per arm) until the first
+        one arrives (``_own_process``)."""
+        n, nan = self.n_arms, np.nan
+        self.process_count = _unset(n, 0, np.int32)
+        self.process_fast = _unset(n, nan, np.float64)
+        self.process_slow = _unset(n, nan, np.float64)
 
     def _own_process(self) -> None:
         """Give the process-score statistics arrays of their own (a no-op once they have)."""
@@ -168,8 +175,4 @@ class ArmStats:
                 )
             setattr(self, name, value.copy())
         if not self.process_count.any() and np.isnan(self.process_fast).all():
-            # a run that never had a process score: back to the shared views
-            n, nan = self.n_arms, np.nan
-            self.process_count = _unset(n, 0, np.int32)
-            self.process_fast = _unset(n, nan, np.float64)
-            self.process_slow = _unset(n, nan, np.float64)
+            self._share_process()  # a run that never had a process score
