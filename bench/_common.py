@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import importlib
 import json
 import logging
 import math
@@ -159,9 +161,6 @@ def set_constants(assignments: Sequence[str]) -> dict[str, Any]:
     VALUE a Python literal of the constant's own type (``policies._skill:_SLOPE_INFO_MIN=0.3``).
     A try measured before it becomes a setting, or is dropped, stays reproducible from the
     command line. ValueError names the assignment at fault; nothing is set then."""
-    import ast
-    import importlib
-
     planned: list[tuple[Any, str, Any]] = []
     for item in assignments:
         target, sep, text = item.partition("=")
