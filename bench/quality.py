@@ -278,6 +278,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         sched.skill._trend = False
     elif without == "slope_lag":  # the slope test scores a batch at the belief before it
         sched.skill._rise_share = 0.0
+    elif without == "top_tier":  # mastered by the belief alone, not the top tier's own counts
+        sched.skill._direct_top = False
     elif without == "tempered_draw":  # tiers by a Thompson draw at the belief's whole spread
         sched.skill._draw_spread = 1.0
     elif without is not None:
@@ -358,6 +360,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_stall_below": {"without": "stall_below"},
     "no_reach_trial": {"without": "reach_trial"},
     "no_suspect_contrast": {"without": "suspect_contrast"},
+    # a family is mastered by the belief alone, not also by its top tier's own outcomes
+    "no_top_tier": {"without": "top_tier"},
 }
 
 

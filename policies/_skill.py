@@ -50,6 +50,7 @@ from domains import Catalog
 from ._shortfall import ShortfallTest
 from ._state_checks import family_floats
 from ._stats import median_of
+from ._top_tier import TopTierCounts
 from ._workspace import Workspace
 
 FloatArray = npt.NDArray[np.float64]
@@ -198,6 +199,10 @@ class SkillModel:
         # whether an untried out-of-reach family takes a spare share (on_trial); the
         # ablation turns it off
         self._reach_trial = True
+        # the top tier's own recent outcomes: mastered where they pass, whatever the belief
+        # (policies/_top_tier.py); the ablation turns it off
+        self.top_tier = TopTierCounts(catalog)
+        self._direct_top = True
         self._work = Workspace()  # a probe round's work arrays (_newton_each)
 
     # ------------------------------------------------------------------ beliefs
@@ -329,6 +334,8 @@ class SkillModel:
         top = self._top if families is None else self._top[families]
         need = top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
         result: BoolArray = mu - cfg.confidence * np.sqrt(var) >= need
+        if self._direct_top:
+            result = result | self.top_tier.passes(cfg.mastered_at, families)
         return result
 
     def out_of_reach(self) -> BoolArray:
@@ -445,6 +452,7 @@ class SkillModel:
         lag = self._rise_share * (per_family - 1.0) / per_family
         scored_at = before + lag * np.maximum(after - before, 0.0)
         self._test_slope(families, owner, tiers, k_arm, n_arm, per_family, scored_at)
+        self.top_tier.trained(families, owner, tiers, k_arm, n_arm)
         self.episodes[families] += per_family
         mu, _ = self.belief_at(families)
         rate = 1.0 - (1.0 - 1.0 / patience) ** per_family
@@ -463,6 +471,7 @@ class SkillModel:
         touched, owner = distinct(families, self._catalog.n_families)
         self.shortfall.probed(families, touched, owner, tiers, scores * items, items, step)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
+        self.top_tier.probed(touched, owner, tiers, scores * items, items)
         return touched
 
     def _test_slope(
@@ -608,7 +617,8 @@ class SkillModel:
 
     def state_dict(self) -> dict[str, Any]:
         state = {name: getattr(self, name).copy() for name in self._FAMILY_ARRAYS}
-        return state | self.shortfall.state_dict() | {"slope_test": self.slope_test.copy()}
+        tests = {"slope_test": self.slope_test.copy()} | self.top_tier.state_dict()
+        return state | self.shortfall.state_dict() | tests
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Check every array, then apply them all (a bad state changes nothing)."""
@@ -622,6 +632,7 @@ class SkillModel:
         if test.shape != (5, cat.n_families) or not np.all(np.isfinite(test)):
             raise ValueError(f"skill.slope_test: need 5 x {cat.n_families} finite values")
         loaded["slope_test"] = test.copy()
+        top_tier = self.top_tier.checked(state)
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
         for name in ("episodes", "built"):
@@ -631,4 +642,5 @@ class SkillModel:
         for name, value in loaded.items():
             setattr(self, name, value)
         self.shortfall.apply(shortfall)
+        self.top_tier.apply(top_tier)
         self._changed()

@@ -32,6 +32,10 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
    ``window_closed`` (the step of the round that closed each family's window, -1 open)
    are new, and ``episodes_at_probe`` is gone. A format-5 state starts every window empty
    and open (no training since the last probe: the next round gives no hack evidence).
+7. the skill model's ``top_tier`` (float64 [4, n_families]: the top tier's training
+   episodes passed and run, and its probe items passed and probed, fading) is new. A
+   format-6 state starts it at zero: the belief alone decides mastery until the top tier
+   has been trained and probed again.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 6
+STATE_FORMAT = 7
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -174,6 +178,16 @@ def _same_arm_windows(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]
     return state
 
 
+def _top_tier_counts(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """The top tier's own counts, none yet."""
+    skill = state.get("skill")
+    if isinstance(skill, Mapping):
+        skill = dict(skill)
+        skill.setdefault("top_tier", np.zeros((4, sched.catalog.n_families)))
+        state["skill"] = skill
+    return state
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "fill fields added in format 1", _fill_fields_added_in_v1),
     Migration(1, "pending batches as rows", _pending_rows),
@@ -181,6 +195,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "fill the skill fields added in format 3", _fill_skill_fields_added_in_v3),
     Migration(4, "drop the skill model's lowest tier trained", _drop_trained_low),
     Migration(5, "the hacking test's windows of training per arm", _same_arm_windows),
+    Migration(6, "the skill model's counts of its top tier", _top_tier_counts),
 )
 
 

@@ -500,3 +500,59 @@ def test_a_probe_round_of_every_family_updates_the_beliefs_as_the_general_loop_d
     np.testing.assert_array_equal(results[0][0], results[1][0])
     np.testing.assert_array_equal(results[0][1], results[1][1])
     assert not np.array_equal(results[0][0], start_mu)  # the evidence moved the beliefs
+
+
+def _middle_fades_top_passes(model: SkillModel, cat: Catalog, top_probe: float) -> None:
+    """Family 0 of three tiers passes every top-tier episode, its middle tier's probes read
+    0.5 (left out of practice, it faded), its top tier's probes read ``top_probe``."""
+    for _ in range(8):
+        _train(model, cat, family=0, tier=2, k=16, n=16)
+        families, n = np.array([0, 0, 0]), np.array([8, 8, 8])
+        model.observe_probes(families, np.array([0, 1, 2]), np.array([1.0, 0.5, top_probe]), n)
+
+
+def test_a_top_tier_that_passes_is_mastered_though_a_faded_middle_tier_confuses_the_belief() -> (
+    None
+):
+    cat = _catalog(tiers=3)
+    model = SkillModel(cat)
+    _middle_fades_top_passes(model, cat, top_probe=1.0)
+    assert model.mastered()[0]
+    model._direct_top = False  # the belief alone (bench/quality.py's ablation)
+    assert not model.mastered()[0], "the belief alone confirmed it: the case tests nothing"
+
+
+def test_training_passes_the_top_tiers_probes_do_not_confirm_are_not_mastery() -> None:
+    cat = _catalog(tiers=3)
+    model = SkillModel(cat)
+    _middle_fades_top_passes(model, cat, top_probe=0.5)  # a hack: held-out items fail
+    assert not model.mastered()[0]
+
+
+def test_the_top_tiers_counts_fade_so_a_family_that_forgets_is_mastered_no_longer() -> None:
+    cat = _catalog(tiers=3)
+    model = SkillModel(cat)
+    _middle_fades_top_passes(model, cat, top_probe=1.0)
+    assert model.mastered()[0]
+    for _ in range(3):  # it forgot: its top tier now fails half its episodes
+        _train(model, cat, family=0, tier=2, k=8, n=16)
+    assert not model.mastered()[0]
+
+
+def test_the_top_tiers_counts_round_trip_and_a_bad_one_is_refused_whole() -> None:
+    cat = _catalog(tiers=3)
+    model = SkillModel(cat)
+    _middle_fades_top_passes(model, cat, top_probe=1.0)
+    state = model.state_dict()
+    other = SkillModel(cat)
+    other.load_state_dict(state)
+    assert np.array_equal(other.top_tier.counts, model.top_tier.counts) and other.mastered()[0]
+    with pytest.raises(ValueError, match="top_tier"):
+        other.load_state_dict({k: v for k, v in state.items() if k != "top_tier"})
+    bad = state["top_tier"].copy()
+    bad[0, 0] = bad[1, 0] + 1.0
+    with pytest.raises(ValueError, match="top_tier"):
+        other.load_state_dict(dict(state, top_tier=bad))
+    assert np.array_equal(other.top_tier.counts, model.top_tier.counts), (
+        "a refused state changed the model"
+    )

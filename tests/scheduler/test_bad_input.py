@@ -233,7 +233,7 @@ def test_a_format_1_state_migrates_and_drops_its_unreportable_pending_batches() 
     state["format"], state["pending"] = 1, {str(sched.step - 1): 4}  # format 1's pending
     again = Scheduler(_catalog(), "exp3s", seed=2)
     again.load_state_dict(state)
-    assert again.state_dict()["format"] == 6 and len(again._pending) == 0
+    assert again.state_dict()["format"] == 7 and len(again._pending) == 0
     np.testing.assert_array_equal(again.stats.count, sched.stats.count)
 
 
@@ -297,6 +297,25 @@ def test_a_format_5_state_loads_with_empty_hack_windows_and_draws_the_same() -> 
     np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
     with pytest.raises(ConfigError, match=r"skill\.since_n: missing"):
         Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=6))
+
+
+def test_a_format_6_checkpoint_resumes_with_the_top_tiers_counts_empty() -> None:
+    """Format 7 added the skill model's counts of each family's top tier. A format-6
+    checkpoint starts them at zero (the belief alone decides mastery until the top tier is
+    trained and probed again), and a format-7 state without them is refused by name."""
+    sched = Scheduler(_catalog(), seed=0)
+    for _ in range(6):
+        batch = sched.next_batch(16)
+        sched.report(batch, rewards=np.ones(16), success=np.ones(16))
+    state = sched.state_dict()
+    state["format"] = 6
+    state["skill"] = {k: v for k, v in state["skill"].items() if k != "top_tier"}
+    again = Scheduler(_catalog(), seed=0)
+    again.load_state_dict(state)
+    loaded = again.state_dict()
+    assert loaded["format"] == 7 and not loaded["skill"]["top_tier"].any()
+    with pytest.raises(ConfigError, match=r"skill\.top_tier: missing"):
+        Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=7))
 
 
 @pytest.mark.parametrize("policy", ["uniform", "learning_progress", "exp3s", "regression_guard"])
