@@ -227,7 +227,7 @@ def test_a_server_busy_past_the_start_wait_starts_the_run_in_the_background(
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     busy = _Busy(failures=10**6)
     tracker = MLflowTracker(
-        busy.url, start_wait_s=0.5, retry_backoff_s=0.05, max_retry_s=0.1, stall_timeout_s=1.0
+        busy.url, start_wait_s=0.5, retry_backoff_s=0.05, max_retry_s=0.1, stall_timeout_s=20.0
     )
     try:
         assert tracker.start("busy", params={"seed": 0}) is None
