@@ -201,7 +201,7 @@ class SkillModel:
         self._reach_trial = True
         # the top tier's own recent outcomes: mastered where they pass, whatever the belief
         # (policies/_top_tier.py); the ablation turns it off
-        self.top_tier = TopTierCounts(catalog)
+        self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
         self._direct_top = True
         self._work = Workspace()  # a probe round's work arrays (_newton_each)
 
@@ -335,7 +335,8 @@ class SkillModel:
         need = top + np.log(cfg.mastered_at / (1.0 - cfg.mastered_at)) / cfg.slope
         result: BoolArray = mu - cfg.confidence * np.sqrt(var) >= need
         if self._direct_top:
-            result = result | self.top_tier.passes(cfg.mastered_at, families)
+            passed = self.top_tier.passed
+            result = result | (passed if families is None else passed[families])
         return result
 
     def out_of_reach(self) -> BoolArray:
@@ -452,7 +453,7 @@ class SkillModel:
         lag = self._rise_share * (per_family - 1.0) / per_family
         scored_at = before + lag * np.maximum(after - before, 0.0)
         self._test_slope(families, owner, tiers, k_arm, n_arm, per_family, scored_at)
-        self.top_tier.trained(families, owner, tiers, k_arm, n_arm)
+        self.top_tier.trained(arms, k_arm, n_arm)
         self.episodes[families] += per_family
         mu, _ = self.belief_at(families)
         rate = 1.0 - (1.0 - 1.0 / patience) ** per_family
@@ -471,7 +472,7 @@ class SkillModel:
         touched, owner = distinct(families, self._catalog.n_families)
         self.shortfall.probed(families, touched, owner, tiers, scores * items, items, step)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
-        self.top_tier.probed(touched, owner, tiers, scores * items, items)
+        self.top_tier.probed(families, tiers, scores * items, items)
         return touched
 
     def _test_slope(

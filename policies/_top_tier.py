@@ -3,8 +3,10 @@
 A ladder whose middle tier, left out of practice, reads lower than its top fits no
 one-slope belief, and the fused belief settles between them and never confirms a top tier
 that passes (docs/policies.md). ``TopTierCounts`` keeps the top tier's recent training
-episodes and probe items, passed and run, each fading per outcome, and says where both
-pass at ``mastered_at``. ``SkillModel`` owns one and reads it in its mastered test.
+episodes and probe items, passed and run, each fading per outcome, and the verdict read
+from them: both pass at ``mastered_at``. ``SkillModel`` owns one and reads the verdict in
+its mastered test. The verdict is kept per family and redone only for the families an
+outcome at their top tier touched, so reading it costs one index.
 """
 
 from __future__ import annotations
@@ -16,78 +18,71 @@ import numpy.typing as npt
 
 from domains import Catalog
 
-from ._intervals import binomial_interval
-
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 # Each count fades by this per outcome (the last 32 or so count: a family left out of
-# practice forgets), and the training passes at this two-sided confidence
+# practice forgets), and the training passes at the lower bound of a two-sided 80 % Wilson
+# interval (z = 1.2816)
 _FADE = 1.0 - 1.0 / 32.0
-_CONFIDENCE = 0.8
+_Z = 1.2815515655446004
 _TRAIN, _PROBE = 0, 2  # rows of the passed counts; the counts run are the row after
 
 
 class TopTierCounts:
-    """float64 [4, n_families]: the top tier's training episodes passed and run, and its
-    probe items passed and probed, fading."""
+    """float64 [4, n_families] ``counts``: the top tier's training episodes passed and run,
+    and its probe items passed and probed, fading; bool [n_families] ``passed``: the
+    verdict read from them."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, mastered_at: float) -> None:
         self._catalog = catalog
+        self._top_arm = catalog.tier_of_arm == catalog.n_tiers[catalog.family_of_arm] - 1
         self._top = (catalog.n_tiers - 1).astype(np.int64)
-        self._chance = catalog.chance_success.astype(np.float64)
+        chance = catalog.chance_success.astype(np.float64)
+        self._need = chance + mastered_at * (1.0 - chance)  # a raw pass rate
         self.counts = np.zeros((4, catalog.n_families))
+        self.passed = np.zeros(catalog.n_families, dtype=bool)
 
-    def trained(
-        self, families: IntArray, owner: IntArray, tiers: IntArray, k: FloatArray, n: FloatArray
-    ) -> None:
-        """Training passes ``k`` of ``n`` at distinct arms of tier ``tiers``, each of
-        ``families[owner]``."""
-        self._add(_TRAIN, families, owner, tiers, k, n)
+    def trained(self, arms: IntArray, k: FloatArray, n: FloatArray) -> None:
+        """Training passes ``k`` of ``n`` at these distinct arms (one top arm a family, so
+        the families at their top are distinct too)."""
+        at_top = self._top_arm[arms]
+        if at_top.any():
+            family = self._catalog.family_of_arm[arms[at_top]]
+            self._add(_TRAIN, family, k[at_top], n[at_top])
 
-    def probed(
-        self, families: IntArray, owner: IntArray, tiers: IntArray, k: FloatArray, n: FloatArray
-    ) -> None:
-        """Probe items passed ``k`` of ``n`` at tiers ``tiers``, each of ``families[owner]``."""
-        self._add(_PROBE, families, owner, tiers, k, n)
-
-    def _add(
-        self,
-        row: int,
-        families: IntArray,
-        owner: IntArray,
-        tiers: IntArray,
-        k: FloatArray,
-        n: FloatArray,
-    ) -> None:
-        at_top = tiers == self._top[families[owner]]
+    def probed(self, families: IntArray, tiers: IntArray, k: FloatArray, n: FloatArray) -> None:
+        """Probe items passed ``k`` of ``n`` at these (family, tier) readings, in any order
+        and with repeats (summed per family)."""
+        at_top = tiers == self._top[families]
         if not at_top.any():
             return
-        size = families.shape[0]
-        run = np.bincount(owner[at_top], weights=n[at_top], minlength=size)
-        passed = np.bincount(owner[at_top], weights=k[at_top], minlength=size)
-        hit = run > 0
-        f = families[hit]
-        fade = _FADE ** run[hit]
-        self.counts[row, f] = self.counts[row, f] * fade + passed[hit]
-        self.counts[row + 1, f] = self.counts[row + 1, f] * fade + run[hit]
+        family, owner = np.unique(families[at_top], return_inverse=True)
+        run = np.bincount(owner, weights=n[at_top], minlength=family.shape[0])
+        passed = np.bincount(owner, weights=k[at_top], minlength=family.shape[0])
+        self._add(_PROBE, family, passed.astype(np.float64), run.astype(np.float64))
 
-    def passes(self, mastered_at: float, families: IntArray | None = None) -> BoolArray:
-        """bool [n_families] (or of ``families``): the top tier's training passes at
-        ``mastered_at`` (chance-normalised) with confidence, and its probe items on average.
-        Training is fresh samples each time (a fixed probe set that happens to be easy is
-        not: the torch learner's read mastered early from probes alone), and the probes
-        agreeing keeps a hack's training passes out."""
-        c = self.counts if families is None else self.counts[:, families]
-        chance = self._chance if families is None else self._chance[families]
-        need = chance + mastered_at * (1.0 - chance)
-        # the interval (Beta quantiles) only where both point estimates pass already
-        result: BoolArray = (c[0] >= need * c[1]) & (c[2] >= need * c[3]) & (c[3] > 0)
-        if result.any():
-            at = np.flatnonzero(result)
-            low, _ = binomial_interval(c[0, at], c[1, at], _CONFIDENCE)
-            result[at] = low >= need[at]
+    def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:
+        """Fade rows ``row``, ``row + 1`` of these distinct families by ``n`` outcomes, add
+        them, and redo their verdicts."""
+        both = self.counts[row : row + 2, family] * _FADE**n
+        both[0] += k
+        both[1] += n
+        self.counts[row : row + 2, family] = both
+        self.passed[family] = self._verdict(self.counts[:, family], self._need[family])
+
+    @staticmethod
+    def _verdict(c: FloatArray, need: FloatArray) -> BoolArray:
+        """The training passes at ``need`` with confidence (Wilson's lower bound), and the
+        probes on average. Training is fresh samples each time (a fixed probe set that
+        happens to be easy is not: the torch learner's read mastered early from probes
+        alone), and the probes agreeing keeps a hack's training passes out."""
+        n = np.maximum(c[1], 1e-12)
+        p = c[0] / n
+        z2 = _Z * _Z / n
+        low = (p + 0.5 * z2 - _Z * np.sqrt(p * (1.0 - p) / n + 0.25 * z2 / n)) / (1.0 + z2)
+        result: BoolArray = (c[1] > 0) & (low >= need) & (c[3] > 0) & (c[2] >= need * c[3])
         return result
 
     def state_dict(self) -> dict[str, Any]:
@@ -108,3 +103,4 @@ class TopTierCounts:
 
     def apply(self, counts: FloatArray) -> None:
         self.counts = counts
+        self.passed = self._verdict(counts, self._need)

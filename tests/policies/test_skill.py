@@ -556,3 +556,22 @@ def test_the_top_tiers_counts_round_trip_and_a_bad_one_is_refused_whole() -> Non
     assert np.array_equal(other.top_tier.counts, model.top_tier.counts), (
         "a refused state changed the model"
     )
+
+
+def test_the_top_tiers_kept_verdict_is_the_one_its_counts_give_after_any_outcomes() -> None:
+    """The verdict is redone only for the families an outcome touched: after random
+    training and probe rounds (repeats of a family in one round included) it equals the
+    verdict of every family read afresh from the counts."""
+    cat = _catalog(tiers=3)
+    model = SkillModel(cat)
+    rng = np.random.default_rng(0)
+    top = model.top_tier
+    for _ in range(60):
+        arm = rng.integers(0, cat.n_arms, 24)
+        model.observe_training(arm, (rng.random(24) < 0.97).astype(np.float64))
+        families = rng.integers(0, cat.n_families, 12)
+        tiers = np.where(rng.random(12) < 0.7, 2, rng.integers(0, 3, 12))
+        model.observe_probes(families, tiers, (rng.random(12) < 0.95) * 1.0, np.full(12, 8))
+    fresh = top._verdict(top.counts, top._need)
+    np.testing.assert_array_equal(top.passed, fresh)
+    assert fresh.any() and not fresh.all(), "every family alike: the case tests nothing"
