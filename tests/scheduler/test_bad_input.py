@@ -237,15 +237,21 @@ def test_a_format_1_state_migrates_and_drops_its_unreportable_pending_batches() 
     np.testing.assert_array_equal(again.stats.count, sched.stats.count)
 
 
-def test_a_format_3_state_without_the_skill_fields_added_then_loads() -> None:
-    """``episodes_at_probe``, ``trained_low`` and ``built`` came while format 3 was
-    current; a checkpoint written before them resumes with the values read before them
-    (it was refused as missing)."""
+def _after_six_passing_batches() -> tuple[Scheduler, dict[str, Any]]:
+    """A default scheduler after six batches of 16 that all passed, and its state: the
+    set-up of the checkpoint-format tests below."""
     sched = Scheduler(_catalog(), seed=0)
     for _ in range(6):
         batch = sched.next_batch(16)
         sched.report(batch, rewards=np.ones(16), success=np.ones(16))
-    state = sched.state_dict()
+    return sched, sched.state_dict()
+
+
+def test_a_format_3_state_without_the_skill_fields_added_then_loads() -> None:
+    """``episodes_at_probe``, ``trained_low`` and ``built`` came while format 3 was
+    current; a checkpoint written before them resumes with the values read before them
+    (it was refused as missing)."""
+    sched, state = _after_six_passing_batches()
     old = ("episodes_at_probe", "trained_low", "built")
     state["format"] = 3
     state["skill"] = {k: v for k, v in state["skill"].items() if k not in old}
@@ -262,11 +268,7 @@ def test_a_format_3_state_without_the_skill_fields_added_then_loads() -> None:
 def test_a_format_4_state_with_the_lowest_tier_trained_loads_without_it() -> None:
     """Format 4 kept the skill model's ``trained_low``; format 5 does not (the rule it
     served moved nothing on the grid's ablation), so a format-4 checkpoint drops it."""
-    sched = Scheduler(_catalog(), seed=0)
-    for _ in range(6):
-        batch = sched.next_batch(16)
-        sched.report(batch, rewards=np.ones(16), success=np.ones(16))
-    state = sched.state_dict()
+    sched, state = _after_six_passing_batches()
     state["format"] = 4
     state["skill"] = dict(state["skill"], trained_low=np.zeros(sched.catalog.n_families))
     again = Scheduler(_catalog(), seed=0)
@@ -279,11 +281,7 @@ def test_a_format_5_state_loads_with_empty_hack_windows_and_draws_the_same() -> 
     """Format 5 kept ``episodes_at_probe``; format 6 keeps the training per arm since
     each family's last probe instead. A format-5 checkpoint starts those windows empty
     and draws exactly what the saved scheduler draws next."""
-    sched = Scheduler(_catalog(), seed=0)
-    for _ in range(6):
-        batch = sched.next_batch(16)
-        sched.report(batch, rewards=np.ones(16), success=np.ones(16))
-    state = sched.state_dict()
+    sched, state = _after_six_passing_batches()
     assert state["skill"]["since_n"].sum() == 6 * 16
     state["format"] = 5
     dropped = ("since_n", "since_k", "window_closed")
@@ -303,17 +301,14 @@ def test_a_format_6_checkpoint_resumes_with_the_top_tiers_counts_empty() -> None
     """Format 7 added the skill model's counts of each family's top tier. A format-6
     checkpoint starts them at zero (the belief alone decides mastery until the top tier is
     trained and probed again), and a format-7 state without them is refused by name."""
-    sched = Scheduler(_catalog(), seed=0)
-    for _ in range(6):
-        batch = sched.next_batch(16)
-        sched.report(batch, rewards=np.ones(16), success=np.ones(16))
-    state = sched.state_dict()
+    sched, state = _after_six_passing_batches()
     state["format"] = 6
     state["skill"] = {k: v for k, v in state["skill"].items() if k != "top_tier"}
     again = Scheduler(_catalog(), seed=0)
     again.load_state_dict(state)
     loaded = again.state_dict()
     assert loaded["format"] == 7 and not loaded["skill"]["top_tier"].any()
+    np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
     with pytest.raises(ConfigError, match=r"skill\.top_tier: missing"):
         Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=7))
 
