@@ -575,3 +575,15 @@ def test_the_top_tiers_kept_verdict_is_the_one_its_counts_give_after_any_outcome
     fresh = top._verdict(top.counts, top._need)
     np.testing.assert_array_equal(top.passed, fresh)
     assert fresh.any() and not fresh.all(), "every family alike: the case tests nothing"
+
+
+def test_top_tier_probes_alone_do_not_master_a_family_by_the_counts() -> None:
+    """A fixed probe set that happens to be easy reads high round after round: without
+    training at the top tier (fresh samples) the counts never say mastered."""
+    cat = _catalog(tiers=3)
+    model = SkillModel(cat)
+    for _ in range(10):
+        model.observe_probes(np.array([0]), np.array([2]), np.array([1.0]), np.array([64]))
+    assert model.top_tier.counts[3, 0] > 0 and not model.top_tier.passed[0]
+    _train(model, cat, family=0, tier=2, k=32, n=32)
+    assert model.top_tier.passed[0]
