@@ -472,7 +472,7 @@ class SkillModel:
         touched, owner = distinct(families, self._catalog.n_families)
         self.shortfall.probed(families, touched, owner, tiers, scores * items, items, step)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
-        self.top_tier.probed(families, tiers, scores * items, items)
+        self.top_tier.probed(touched, owner, tiers, scores * items, items)
         return touched
 
     def _test_slope(

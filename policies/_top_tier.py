@@ -52,16 +52,21 @@ class TopTierCounts:
             family = self._catalog.family_of_arm[arms[at_top]]
             self._add(_TRAIN, family, k[at_top], n[at_top])
 
-    def probed(self, families: IntArray, tiers: IntArray, k: FloatArray, n: FloatArray) -> None:
-        """Probe items passed ``k`` of ``n`` at these (family, tier) readings, in any order
-        and with repeats (summed per family)."""
-        at_top = tiers == self._top[families]
+    def probed(
+        self, families: IntArray, owner: IntArray, tiers: IntArray, k: FloatArray, n: FloatArray
+    ) -> None:
+        """Probe items passed ``k`` of ``n`` at tiers ``tiers``, reading i of family
+        ``families[owner[i]]`` (``distinct``'s grouping: repeats of a family are summed)."""
+        at_top = tiers == self._top[families[owner]]
         if not at_top.any():
             return
-        family, owner = np.unique(families[at_top], return_inverse=True)
-        run = np.bincount(owner, weights=n[at_top], minlength=family.shape[0])
-        passed = np.bincount(owner, weights=k[at_top], minlength=family.shape[0])
-        self._add(_PROBE, family, passed.astype(np.float64), run.astype(np.float64))
+        size = families.shape[0]
+        run = np.bincount(owner[at_top], weights=n[at_top], minlength=size)
+        passed = np.bincount(owner[at_top], weights=k[at_top], minlength=size)
+        hit = run > 0
+        self._add(
+            _PROBE, families[hit], passed[hit].astype(np.float64), run[hit].astype(np.float64)
+        )
 
     def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:
         """Fade rows ``row``, ``row + 1`` of these distinct families by ``n`` outcomes, add
