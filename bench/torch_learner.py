@@ -41,6 +41,17 @@ batch. Runners, all on the same seeds (same initial weights, same held-out sets)
 
 * ``uniform_arms``: no curriculum, the fixed mix: every (family, tier) arm equally likely,
   drawn here with numpy (no Scheduler). The baseline of the target.
+* ``ladder`` and ``ladder_probe`` (``--baselines``, both by default): the simple baselines
+  of ``bench/quality.py`` (``bench/_runners.py``): family-uniform draws on a tier ladder
+  (promote at a pass rate over 0.8 over the last 8 episodes at the tier, demote under 0.2),
+  and the same ladder drawing a family 10x less once its top-tier held-out accuracy reads
+  >= 0.9 (every family's top tier, every ``probe_every`` steps, from the same held-out items
+  the scheduler's probes read). Raw pass rates, as the issue defined them: at chance 0.5 a
+  rate over 0.8 is 0.6 of the way from chance to perfect.
+* ``syllabus:Learnability``, ``syllabus:LearningProgress``,
+  ``syllabus:PrioritizedLevelReplay`` (``--syllabus``; syllabus-rl in the bench venv):
+  Syllabus's curricula over task = arm, their evaluator reading every arm's held-out
+  accuracy every ``probe_every`` steps.
 * ``uniform``: the registered ``uniform`` policy through the Scheduler (uniform family
   weights; the skill model moves the tiers). It is the default's policy, so the two rows
   read the same: the pair checks that ``Scheduler(catalog)`` ships it.
@@ -65,6 +76,8 @@ had shown the scheduler's runners losing the tiers they move past; its target wa
     .venv/bin/python bench/torch_learner.py --seeds 3 --markdown
     .venv/bin/python bench/torch_learner.py --seeds 3 --markdown --suite nested=true
     .venv/bin/python bench/torch_learner.py --check-share --seeds 3 --markdown
+    .venv-bench/bin/python bench/torch_learner.py --seeds 16 --max-steps 3000 --jobs 2 \\
+        --suite nested=true --syllabus --markdown        # every baseline beside ours
 
 The table: steps to each mark (mean ± sd over seeds; ``(×r)``: the ratio of the means to
 ``uniform_arms``'s, shown when every seed of both reached it), the same ratio to the
@@ -83,6 +96,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,11 +115,13 @@ from _common import (
     set_constants,
     steps_to,
 )
+from _runners import SYLLABUS, LadderRunner, Readings, Runner, SyllabusRunner
 from torch import nn
 
 from domains import Catalog, CurriculumError
 from policies import available_policies, make_policy
-from scheduler import Scheduler, SchedulerConfig
+from scheduler import Batch, Scheduler, SchedulerConfig, Status
+from scheduler.backends import BatchOutcomes
 
 log = logging.getLogger("bench.torch_learner")
 
@@ -113,6 +129,10 @@ KINDS = ("parity", "majority", "noise", "copy")
 LEARNABLE = (0, 1)
 BASELINE = "uniform_arms"  # the fixed mix, no Scheduler
 DEFAULT = "default"  # Scheduler(...) with no policy argument
+# the simple baselines of bench/quality.py, open loop (no Scheduler): the plain tier ladder,
+# the same ladder reading a top-tier probe, and Syllabus's curricula (bench venv only)
+LADDERS = {"ladder": False, "ladder_probe": True}
+SYLLABUS_RUNNERS = tuple(f"syllabus:{name}" for name in SYLLABUS)
 MASTERED = 0.95  # held-out accuracy at which an arm counts as mastered (waste)
 
 
@@ -415,12 +435,68 @@ def _probe_round(sched: Scheduler, table: npt.NDArray[np.float64], setup: Setup)
     sched.probe_round(probe)
 
 
+class _HeldOut:
+    """The learner's held-out accuracy of any arms, as a Syllabus evaluator asks for it
+    (``probe(families, tiers, n)`` of bench/_students.py): fresh from the model each call."""
+
+    def __init__(self, learner: Learner, catalog: Catalog) -> None:
+        self.learner, self.catalog = learner, catalog
+
+    def probe(
+        self, families: npt.NDArray[np.int64], tiers: npt.NDArray[np.int64], n: int
+    ) -> npt.NDArray[np.float64]:
+        result: npt.NDArray[np.float64] = self.learner.probe_all()[
+            self.catalog.arm_start[families] + tiers
+        ]
+        return result
+
+
+def _open_loop(runner: str, learner: Learner, catalog: Catalog, seed: int, setup: Setup) -> Runner:
+    """A simple baseline of bench/quality.py over this learner's catalog."""
+    if runner in LADDERS:
+        return LadderRunner(catalog, seed, probe_aware=LADDERS[runner])
+    held_out: Any = _HeldOut(learner, catalog)
+    return SyllabusRunner(
+        runner.removeprefix("syllabus:"),
+        catalog,
+        seed,
+        held_out,
+        setup.probe_every,
+        setup.probe_items,
+        setup.batch_size,
+    )
+
+
+def _outcomes(success: npt.NDArray[np.float64], process: npt.NDArray[np.float64]) -> BatchOutcomes:
+    n = success.shape[0]
+    return BatchOutcomes(
+        reward=success,
+        success=success,
+        process=process,
+        cost=np.zeros(n),
+        status=np.full(n, int(Status.OK), dtype=np.int64),
+    )
+
+
+def _top_readings(
+    table: npt.NDArray[np.float64], catalog: Catalog, setup: Setup, step: int
+) -> Readings:
+    """Every family's held-out accuracy at its top tier, from the table [families, tiers]."""
+    families = np.arange(catalog.n_families, dtype=np.int64)
+    top = (catalog.n_tiers - 1).astype(np.int64)
+    return Readings(families, top, table[families, top], setup.probe_items, step)
+
+
 def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
     """Train one model under one runner until the score reaches the target (or max_steps)."""
     learner = Learner(setup, seed)
     suite, n_fam, n_tiers = learner.suite, learner.n_fam, learner.n_tiers
     catalog = make_catalog(suite)
-    sched = None if runner == BASELINE else _make_scheduler(runner, catalog, seed, setup)
+    baseline = runner in LADDERS or runner in SYLLABUS_RUNNERS
+    open_loop = _open_loop(runner, learner, catalog, seed, setup) if baseline else None
+    sched = None
+    if runner != BASELINE and not baseline:
+        sched = _make_scheduler(runner, catalog, seed, setup)
     split = setup.suite.arms_as_families
     rng = np.random.default_rng(seed)  # the fixed mix's draws
     kind = suite.kind.numpy()
@@ -433,11 +509,15 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
     step = 0
     while step < setup.max_steps and reached is None:
         step += 1
-        if sched is None:
+        batch: Batch | None = None
+        if sched is not None:
+            batch = sched.next_batch(setup.batch_size)
+        elif open_loop is not None:
+            batch = open_loop.propose(setup.batch_size)
+        if batch is None:
             arm = rng.integers(0, n_fam * n_tiers, setup.batch_size)
             fam_np, tier_np = arm // n_tiers, arm % n_tiers
         else:
-            batch = sched.next_batch(setup.batch_size)
             fam_np, tier_np = batch.family, batch.tier
             if split:  # a scheduler family is one (family, tier) arm of the learner
                 fam_np, tier_np = np.divmod(batch.family, n_tiers)
@@ -445,11 +525,17 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
         by_kind += np.bincount(kind[fam_np], minlength=len(KINDS))
         wasted += int(((suite.kind[fam] == 2) | (acc[fam, tier] >= MASTERED)).sum())
         success, process = learner.train(fam, tier)
-        if sched is not None:
+        probe_now = step % setup.probe_every == 0  # (split: every arm is a family of one tier)
+        if sched is not None and batch is not None:
             sched.report(batch, rewards=success, success=success, process=process)
-            if step % setup.probe_every == 0:  # (split: every arm is a family of one tier)
+            if probe_now:
                 table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
                 _probe_round(sched, table, setup)
+        elif open_loop is not None and batch is not None:
+            open_loop.observe(batch, _outcomes(success, process))
+            if probe_now and LADDERS.get(runner, False):
+                table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
+                open_loop.on_probe(_top_readings(table, catalog, setup, step))
         if step % setup.eval_every == 0:
             acc = learner.accuracy()
             curve_steps.append(step)
@@ -651,6 +737,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"registered policies to run besides {BASELINE}, uniform and {DEFAULT}; "
         "'all' for every one",
     )
+    parser.add_argument(
+        "--baselines",
+        default="ladder,ladder_probe",
+        help="the simple baselines beside the fixed mix (comma-separated; '' for none): "
+        f"{', '.join([*LADDERS, *SYLLABUS_RUNNERS])}",
+    )
+    parser.add_argument(
+        "--syllabus",
+        action="store_true",
+        help="add Syllabus's three curricula to --baselines (needs syllabus-rl: the bench venv)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="runs in parallel, one thread each")
     parser.add_argument("--suite", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument(
         "--set-constant",
@@ -718,6 +816,21 @@ def _setup(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> Setu
     return setup
 
 
+def _run_logged(task: tuple[str, int, Setup]) -> RunResult:
+    runner, seed, setup = task
+    r = run_one(runner, seed, setup)
+    log.info(
+        "%-20s seed %d: steps %s, final %.3f, waste %.2f (%.1f s)",
+        runner,
+        seed,
+        r.steps_to_target,
+        r.final,
+        r.waste,
+        r.seconds,
+    )
+    return r
+
+
 def _current(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved run's fields as ``RunResult`` takes them now: runs saved before
     ``held_back`` counted ``quarantined`` events, a kind the scheduler no longer emits."""
@@ -744,7 +857,15 @@ def _main(args: argparse.Namespace) -> int:
     unknown = sorted(set(asked) - set(known) - {BASELINE, DEFAULT})
     if unknown:
         raise BenchError(f"--policies: unknown {unknown}; registered: {known}")
-    runners = list(dict.fromkeys([BASELINE, "uniform", DEFAULT, *asked]))
+    baselines = [b for b in args.baselines.split(",") if b]
+    if args.syllabus:
+        baselines += SYLLABUS_RUNNERS
+    wrong = sorted(set(baselines) - {*LADDERS, *SYLLABUS_RUNNERS})
+    if wrong:
+        raise BenchError(f"--baselines: unknown {wrong}; known: {[*LADDERS, *SYLLABUS_RUNNERS]}")
+    if args.jobs < 1:
+        raise BenchError(f"--jobs: must be at least 1, got {args.jobs}")
+    runners = list(dict.fromkeys([BASELINE, *baselines, "uniform", DEFAULT, *asked]))
     options = policy_options(args.option, known)
     for name in [r for r in runners if r in known]:
         try:
@@ -780,20 +901,14 @@ def _main(args: argparse.Namespace) -> int:
             share_check=saved,
         )
         return 0
-    results = []
-    for runner in runners:
-        for seed in range(args.seeds):
-            r = run_one(runner, seed, setup)
-            log.info(
-                "%-20s seed %d: steps %s, final %.3f, waste %.2f (%.1f s)",
-                runner,
-                seed,
-                r.steps_to_target,
-                r.final,
-                r.waste,
-                r.seconds,
-            )
-            results.append(r)
+    tasks = [(runner, seed, setup) for runner in runners for seed in range(args.seeds)]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(
+            max_workers=args.jobs, initializer=set_constants, initargs=(args.set_constant,)
+        ) as pool:
+            results = list(pool.map(_run_logged, tasks, chunksize=1))
+    else:
+        results = [_run_logged(task) for task in tasks]
     elapsed = time.perf_counter() - start
     if args.markdown:
         print(f"<!-- code: {CODE_STATE} -->")

@@ -1,0 +1,82 @@
+"""bench/torch_learner.py: the simple baselines run on the torch learner beside the
+scheduler, read the same held-out accuracy the scheduler's probes read, and a bad flag is
+one line and exit code 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+torch = pytest.importorskip("torch")
+
+from torch_learner import (  # noqa: E402
+    Learner,
+    Setup,
+    SuiteConfig,
+    _HeldOut,
+    _top_readings,
+    main,
+    make_catalog,
+    run_one,
+)
+
+
+def _setup(**suite: object) -> Setup:
+    return Setup(
+        suite=SuiteConfig(parity=2, majority=2, noise=2, copy=2, **suite),  # type: ignore[arg-type]
+        batch_size=32,
+        max_steps=30,
+        probe_every=10,
+        eval_every=10,
+        probe_items=16,
+        eval_items=16,
+        target=0.99,
+        hidden=8,
+        optimizer="sgd",
+        lr=0.5,
+        momentum=0.9,
+        scheduler={},
+        options={},
+    )
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_the_syllabus_evaluator_reads_each_arm_where_the_scheduler_probes_read_it(
+    split: bool,
+) -> None:
+    setup = _setup(nested=True, arms_as_families=split)
+    learner = Learner(setup, seed=0)
+    catalog = make_catalog(learner.suite)
+    table = learner.probe_all().reshape(-1, 1 if split else learner.n_tiers)
+    got = _HeldOut(learner, catalog).probe(catalog.family_of_arm, catalog.tier_of_arm, 16)
+    np.testing.assert_array_equal(got, table[catalog.family_of_arm, catalog.tier_of_arm])
+    top = _top_readings(table, catalog, setup, step=10)
+    assert top.tiers.tolist() == (catalog.n_tiers - 1).tolist()
+    np.testing.assert_array_equal(top.scores, table[:, -1])
+
+
+def test_the_ladders_train_and_report_where_their_episodes_went() -> None:
+    setup = _setup(nested=True)
+    plain = run_one("ladder", 0, setup)
+    probed = run_one("ladder_probe", 0, setup)
+    for r in (plain, probed):
+        assert r.curve_steps == [0, 10, 20, 30]
+        assert sum(r.kind_share) == pytest.approx(1.0)
+        assert r.held_back == []  # no scheduler: nothing is held back
+    # the plain ladder draws every family equally often: a quarter of the episodes per kind
+    np.testing.assert_allclose(plain.kind_share, 0.25, atol=0.06)
+
+
+def test_an_unknown_baseline_is_one_line_and_exit_code_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--baselines", "ladder,nope", "--seeds", "1", "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--baselines: unknown ['nope']" in err
+    assert "Traceback" not in err
