@@ -60,7 +60,8 @@ batch. Runners, all on the same seeds (same initial weights, same held-out sets)
 * any registered policy named with ``--policies``.
 
 Scheduler runners get, every ``probe_every`` steps, one ``Scheduler.probe_round``: a
-held-out accuracy of every family at the tier ``probe_targets`` asks for. Success is
+held-out accuracy of every family at the tier ``probe_targets`` asks for (``--probe top``:
+every family's top tier instead, ``all``: every arm, ``none``: no probe at all). Success is
 normalised by the chance level (0.5): the catalog declares it and the scheduler rescales
 by it.
 
@@ -134,6 +135,10 @@ DEFAULT = "default"  # Scheduler(...) with no policy argument
 LADDERS = {"ladder": False, "ladder_probe": True}
 SYLLABUS_RUNNERS = tuple(f"syllabus:{name}" for name in SYLLABUS)
 MASTERED = 0.95  # held-out accuracy at which an arm counts as mastered (waste)
+# what the evaluator probes (--probe): the tiers the scheduler asks for, every family's top
+# tier, every tier, or nothing (ladder_probe reads the top tier unless "none"; Syllabus's
+# evaluators read every arm whatever this says, as in bench/quality.py)
+PROBES = ("asked", "top", "all", "none")
 
 
 @dataclass(frozen=True)
@@ -311,6 +316,7 @@ class Setup:
     momentum: float
     scheduler: dict[str, Any]
     options: dict[str, dict[str, Any]]
+    probe: str = "asked"  # what the evaluator probes every probe_every steps (PROBES)
 
 
 @dataclass
@@ -423,6 +429,25 @@ def _make_scheduler(runner: str, catalog: Catalog, seed: int, setup: Setup) -> S
     return Scheduler(catalog, runner, seed=seed, config=config, **setup.options.get(runner, {}))
 
 
+def _probe_scheduler(sched: Scheduler, table: npt.NDArray[np.float64], setup: Setup) -> None:
+    """The evaluator's readings of the held-out accuracy ``table`` [F, T] of every arm, as
+    ``setup.probe`` says: the tiers the scheduler asks for (its ``probe_round``), every
+    family's top tier, every tier, or nothing."""
+    if setup.probe == "asked":
+        _probe_round(sched, table, setup)
+        return
+    cat = sched.catalog
+    if setup.probe == "top":
+        families = np.arange(cat.n_families, dtype=np.int64)
+        tiers = (cat.n_tiers - 1).astype(np.int64)
+    elif setup.probe == "all":
+        families, tiers = cat.family_of_arm, cat.tier_of_arm
+    else:
+        return
+    n = np.full(families.shape[0], setup.probe_items)
+    sched.record_probes(families, table[families, tiers], tiers=tiers, n=n)
+
+
 def _probe_round(sched: Scheduler, table: npt.NDArray[np.float64], setup: Setup) -> None:
     """One ``Scheduler.probe_round`` read off the held-out accuracy ``table`` [F, T] of every
     arm (the model does not change within a round, so one forward pass serves it all)."""
@@ -530,10 +555,10 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
             sched.report(batch, rewards=success, success=success, process=process)
             if probe_now:
                 table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
-                _probe_round(sched, table, setup)
+                _probe_scheduler(sched, table, setup)
         elif open_loop is not None and batch is not None:
             open_loop.observe(batch, _outcomes(success, process))
-            if probe_now and LADDERS.get(runner, False):
+            if probe_now and LADDERS.get(runner, False) and setup.probe != "none":
                 table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
                 open_loop.on_probe(_top_readings(table, catalog, setup, step))
         if step % setup.eval_every == 0:
@@ -749,6 +774,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="add Syllabus's three curricula to --baselines (needs syllabus-rl: the bench venv)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel, one thread each")
+    parser.add_argument(
+        "--probe", choices=PROBES, default="asked", help="what the evaluator probes (PROBES)"
+    )
     parser.add_argument("--suite", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument(
         "--set-constant",
@@ -811,6 +839,7 @@ def _setup(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> Setu
         momentum=args.momentum,
         scheduler=parse_assignments("--scheduler", args.scheduler),
         options=options,
+        probe=args.probe,
     )
     _scheduler_config(setup.scheduler)
     return setup

@@ -4,6 +4,7 @@ one line and exit code 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from torch_learner import (  # noqa: E402
     Setup,
     SuiteConfig,
     _HeldOut,
+    _probe_scheduler,
     _top_readings,
     main,
     make_catalog,
@@ -71,6 +73,30 @@ def test_the_ladders_train_and_report_where_their_episodes_went() -> None:
         assert r.held_back == []  # no scheduler: nothing is held back
     # the plain ladder draws every family equally often: a quarter of the episodes per kind
     np.testing.assert_allclose(plain.kind_share, 0.25, atol=0.06)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "probed_tiers"), [("top", {3}), ("all", {0, 1, 2, 3}), ("none", set())]
+)
+def test_the_probe_protocol_decides_which_arms_the_scheduler_hears_of(
+    protocol: str, probed_tiers: set[int]
+) -> None:
+    from scheduler import Scheduler
+
+    setup = dataclasses.replace(_setup(nested=True), probe=protocol)
+    learner = Learner(setup, seed=0)
+    catalog = make_catalog(learner.suite)
+    sched = Scheduler(catalog, seed=0)
+    table = learner.probe_all().reshape(-1, learner.n_tiers)
+    _probe_scheduler(sched, table, setup)
+    heard = sched.stats.probe_n > 0
+    assert set(catalog.tier_of_arm[heard].tolist()) == probed_tiers
+    if probed_tiers:  # every family, at each of those tiers, with the table's reading
+        assert heard.sum() == catalog.n_families * len(probed_tiers)
+        np.testing.assert_array_equal(
+            sched.stats.probe_score[heard],
+            table[catalog.family_of_arm[heard], catalog.tier_of_arm[heard]],
+        )
 
 
 def test_an_unknown_baseline_is_one_line_and_exit_code_2(
