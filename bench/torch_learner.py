@@ -841,7 +841,10 @@ def _setup(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> Setu
         options=options,
         probe=args.probe,
     )
-    _scheduler_config(setup.scheduler)
+    try:
+        _scheduler_config(setup.scheduler)
+    except (TypeError, ValueError) as exc:  # a value of the wrong kind for its field
+        raise BenchError(f"--scheduler: {exc}") from None
     return setup
 
 

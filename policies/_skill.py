@@ -38,7 +38,8 @@ one, so fusing needs no second pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,10 @@ class SkillConfig:
     max_weight: float = 16.0
 
     def __post_init__(self) -> None:
+        for field in fields(self):  # every setting is a number: name the one that is not
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, Real):
+                raise ValueError(f"skill.{field.name}: must be a number, got {value!r}")
         positive = {"slope": self.slope, "prior_var": self.prior_var, "max_weight": self.max_weight}
         for name, value in positive.items():
             if not value > 0:

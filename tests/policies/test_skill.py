@@ -250,6 +250,8 @@ def test_the_default_scheduler_draws_tiers_from_the_skill_model() -> None:
         ("mastered_weight", -1.0),
         ("stalled_weight", float("nan")),
         ("hacked_weight", -0.01),
+        ("flat_z", "1e9"),  # YAML 1.1 reads 1e9 as a string
+        ("patience", True),
     ],
 )
 def test_bad_skill_settings_are_refused_with_the_field_name(field: str, value: float) -> None:
