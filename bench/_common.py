@@ -187,3 +187,18 @@ def set_constants(assignments: Sequence[str]) -> dict[str, Any]:
     for module, name, value in planned:
         setattr(module, name, value)
     return {f"{m.__name__}:{n}": v for m, n, v in planned}
+
+
+def run_all(
+    fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int, constants: Sequence[str]
+) -> list[Any]:
+    """``fn`` of every task, in order: in ``jobs`` worker processes (each with the
+    ``--set-constant`` assignments ``constants`` set first) or, at one job, here."""
+    if jobs <= 1:
+        return [fn(task) for task in tasks]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(
+        max_workers=jobs, initializer=set_constants, initargs=(constants,)
+    ) as pool:
+        return list(pool.map(fn, tasks, chunksize=1))

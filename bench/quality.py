@@ -29,13 +29,12 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import set_constants
+from _common import run_all, set_constants
 from _runners import (
     SYLLABUS,
     Evaluator,
@@ -468,13 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for s in seeds:
                 tasks.append((r, x, s, ablations.get(x)))
     start = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(
-            max_workers=args.jobs, initializer=set_constants, initargs=(args.set_constant,)
-        ) as pool:
-            cells = list(pool.map(run_cell, tasks, chunksize=1))
-    else:
-        cells = [run_cell(t) for t in tasks]
+    cells = run_all(run_cell, tasks, args.jobs, args.set_constant)
     log.info("%d cells in %.0f s", len(cells), time.perf_counter() - start)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

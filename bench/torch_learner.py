@@ -97,7 +97,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +111,7 @@ from _common import (
     markdown_table,
     parse_assignments,
     policy_options,
+    run_all,
     run_main,
     set_constants,
     steps_to,
@@ -934,13 +934,7 @@ def _main(args: argparse.Namespace) -> int:
         )
         return 0
     tasks = [(runner, seed, setup) for runner in runners for seed in range(args.seeds)]
-    if args.jobs > 1:
-        with ProcessPoolExecutor(
-            max_workers=args.jobs, initializer=set_constants, initargs=(args.set_constant,)
-        ) as pool:
-            results = list(pool.map(_run_logged, tasks, chunksize=1))
-    else:
-        results = [_run_logged(task) for task in tasks]
+    results = run_all(_run_logged, tasks, args.jobs, args.set_constant)
     elapsed = time.perf_counter() - start
     if args.markdown:
         print(f"<!-- code: {CODE_STATE} -->")
