@@ -743,7 +743,10 @@ def table(results: Sequence[RunResult], max_steps: int, target: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="the first of them (fresh seeds: 100)"
+    )
     parser.add_argument("--batch-size", type=int, default=128, help="episodes per step")
     parser.add_argument("--max-steps", type=int, default=8000)
     parser.add_argument("--probe-every", type=int, default=10)
@@ -804,6 +807,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _setup(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> Setup:
     checks = [
         (args.seeds >= 1, "--seeds", "at least 1"),
+        (args.first_seed >= 0, "--first-seed", "at least 0"),
         (args.batch_size >= 1, "--batch-size", "at least 1"),
         (args.max_steps >= 1, "--max-steps", "at least 1"),
         (args.probe_every >= 1, "--probe-every", "at least 1"),
@@ -911,7 +915,7 @@ def _main(args: argparse.Namespace) -> int:
         t = setup.target
         marks = sorted({round(t - 0.4, 2), round(t - 0.2, 2), t} - {0.0})
         checks = []
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             checks.append(share_check(seed, setup, marks))
             log.info("share check seed %d done (%.0f s)", seed, time.perf_counter() - start)
         elapsed = time.perf_counter() - start
@@ -933,7 +937,8 @@ def _main(args: argparse.Namespace) -> int:
             share_check=saved,
         )
         return 0
-    tasks = [(runner, seed, setup) for runner in runners for seed in range(args.seeds)]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    tasks = [(runner, seed, setup) for runner in runners for seed in seeds]
     results = run_all(_run_logged, tasks, args.jobs, args.set_constant)
     elapsed = time.perf_counter() - start
     if args.markdown:
