@@ -279,6 +279,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         sched.skill._rise_share = 0.0
     elif without == "top_tier":  # mastered by the belief alone, not the top tier's own counts
         sched.skill._direct_top = False
+    elif without == "probe_rise":  # a flat family stays flat whatever its top-tier probes
+        sched.skill._probe_rise = False
     elif without == "tempered_draw":  # tiers by a Thompson draw at the belief's whole spread
         sched.skill._draw_spread = 1.0
     elif without is not None:
@@ -361,6 +363,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_suspect_contrast": {"without": "suspect_contrast"},
     # a family is mastered by the belief alone, not also by its top tier's own outcomes
     "no_top_tier": {"without": "top_tier"},
+    # a flat family whose top-tier probes rose since its first ones is flat all the same
+    "no_probe_rise": {"without": "probe_rise"},
 }
 
 

@@ -119,6 +119,7 @@ _CONVERGED = 1e-6  # tiers: a Newton step smaller than this for every family end
 _MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
 _REACH = 3.0
 _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
+_RISE_Z = 3.0  # standard errors of a rise in the top-tier probes that exempt from flat()
 _SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
 _SUSPECT = 0.5  # a slope this share of flat_z flat keeps its contrast draws (slope_undecided)
 _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
@@ -208,6 +209,9 @@ class SkillModel:
         # (policies/_top_tier.py); the ablation turns it off
         self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
         self._direct_top = True
+        # whether a rise in a family's top-tier probes exempts it from flat(); the ablation
+        # turns it off
+        self._probe_rise = True
         self._work = Workspace()  # a probe round's work arrays (_newton_each)
 
     # ------------------------------------------------------------------ beliefs
@@ -293,9 +297,14 @@ class SkillModel:
         """bool [n_families]: the pass rate does not fall with the tier as the belief's
         slope says it should: the score test of the slope (from every training outcome,
         against the belief of its time) reads ``flat_z`` standard errors flatter. A coin
-        flip, whatever its tier; difficulty makes no difference, so nothing is taught."""
+        flip, whatever its tier; difficulty makes no difference, so nothing is taught.
+        Unless its top-tier probes have risen since its first ones (``TopTierCounts.risen``):
+        a network that has partly learned a nested task's top rule passes every tier alike,
+        and it is learning."""
         z, info = self._slope_z()
         result: BoolArray = (info >= _SLOPE_INFO_MIN) & (z < -self.config.flat_z)
+        if self._probe_rise:
+            result &= ~self.top_tier.risen(_RISE_Z)
         return result
 
     def idle(self) -> BoolArray:

@@ -7,6 +7,10 @@ episodes and probe items, passed and run, each fading per outcome, and the verdi
 from them: both pass at ``mastered_at``. ``SkillModel`` owns one and reads the verdict in
 its mastered test. The verdict is kept per family and redone only for the families an
 outcome at their top tier touched, so reading it costs one index.
+
+It also keeps each family's first ``_START`` top-tier probe items apart (``start``), so
+``risen`` can tell a family whose top tier has come to pass more often since then from one
+that passes as it always did (a coin flip): the flatness test reads both as flat.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ BoolArray = npt.NDArray[np.bool_]
 _FADE = 1.0 - 1.0 / 32.0
 _Z = 1.2815515655446004
 _TRAIN, _PROBE = 0, 2  # rows of the passed counts; the counts run are the row after
+_START = 64.0  # the first top-tier probe items of a family, kept apart (``start``)
+_RECENT_MIN = 16.0  # recent probe items ``risen`` needs
 
 
 class TopTierCounts:
@@ -43,6 +49,8 @@ class TopTierCounts:
         self._need = chance + mastered_at * (1.0 - chance)  # a raw pass rate
         self.counts = np.zeros((4, catalog.n_families))
         self.passed = np.zeros(catalog.n_families, dtype=bool)
+        # float64 [2, n_families]: the first _START top-tier probe items, passed and probed
+        self.start = np.zeros((2, catalog.n_families))
 
     def trained(self, arms: IntArray, k: FloatArray, n: FloatArray) -> None:
         """Training passes ``k`` of ``n`` at these distinct arms (one top arm a family, so
@@ -64,9 +72,28 @@ class TopTierCounts:
         run = np.bincount(owner[at_top], weights=n[at_top], minlength=size)
         passed = np.bincount(owner[at_top], weights=k[at_top], minlength=size)
         hit = run > 0
-        self._add(
-            _PROBE, families[hit], passed[hit].astype(np.float64), run[hit].astype(np.float64)
-        )
+        family = families[hit]
+        k_hit = passed[hit].astype(np.float64)
+        n_hit = run[hit].astype(np.float64)
+        take = np.minimum(n_hit, np.maximum(_START - self.start[1, family], 0.0))
+        self.start[0, family] += k_hit * take / n_hit
+        self.start[1, family] += take
+        self._add(_PROBE, family, k_hit, n_hit)
+
+    def risen(self, z: float) -> BoolArray:
+        """bool [n_families]: the recent top-tier probes (the fading counts) pass more often
+        than the family's first ``_START`` probe items, by ``z`` standard errors. The
+        evaluator keeps probing a family however small its share, so this has the power
+        that a held family's trickle of training lacks."""
+        start_k, start_n = self.start
+        recent_k, recent_n = self.counts[_PROBE], self.counts[_PROBE + 1]
+        p0 = start_k / np.maximum(start_n, 1e-12)
+        p1 = recent_k / np.maximum(recent_n, 1e-12)
+        var = p0 * (1.0 - p0) / np.maximum(start_n, 1e-12)
+        var += p1 * (1.0 - p1) / np.maximum(recent_n, 1e-12)
+        enough = (start_n >= _START) & (recent_n >= _RECENT_MIN)
+        result: BoolArray = enough & (p1 - p0 > z * np.sqrt(var + 1e-12))
+        return result
 
     def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:
         """Fade rows ``row``, ``row + 1`` of these distinct families by ``n`` outcomes, add
@@ -91,21 +118,26 @@ class TopTierCounts:
         return result
 
     def state_dict(self) -> dict[str, Any]:
-        return {"top_tier": self.counts.copy()}
+        return {"top_tier": self.counts.copy(), "top_tier_start": self.start.copy()}
 
-    def checked(self, state: dict[str, Any]) -> FloatArray:
-        """The counts of ``state``, checked (ValueError naming the field), not yet applied."""
-        if "top_tier" not in state:
-            raise ValueError("skill.top_tier: missing")
+    def checked(self, state: dict[str, Any]) -> tuple[FloatArray, FloatArray]:
+        """The counts and start of ``state``, checked (ValueError naming the field), not
+        yet applied."""
         n = self._catalog.n_families
-        counts = np.asarray(state["top_tier"], dtype=np.float64)
-        if counts.shape != (4, n) or not np.all(np.isfinite(counts)) or (counts < 0).any():
-            raise ValueError(f"skill.top_tier: need 4 x {n} finite values >= 0")
-        if (counts[0] > counts[1]).any() or (counts[2] > counts[3]).any():
-            raise ValueError("skill.top_tier: more passed than run")
-        result: FloatArray = counts.copy()
-        return result
+        parts = []
+        for name, rows in (("top_tier", 4), ("top_tier_start", 2)):
+            if name not in state:
+                raise ValueError(f"skill.{name}: missing")
+            values = np.asarray(state[name], dtype=np.float64)
+            if values.shape != (rows, n) or not np.all(np.isfinite(values)) or (values < 0).any():
+                raise ValueError(f"skill.{name}: need {rows} x {n} finite values >= 0")
+            if any((values[r] > values[r + 1]).any() for r in range(0, rows, 2)):
+                raise ValueError(f"skill.{name}: more passed than run")
+            parts.append(values.copy())
+        if (parts[1][1] > _START).any():
+            raise ValueError(f"skill.top_tier_start: more than {_START:g} items probed")
+        return parts[0], parts[1]
 
-    def apply(self, counts: FloatArray) -> None:
-        self.counts = counts
-        self.passed = self._verdict(counts, self._need)
+    def apply(self, checked: tuple[FloatArray, FloatArray]) -> None:
+        self.counts, self.start = checked
+        self.passed = self._verdict(self.counts, self._need)

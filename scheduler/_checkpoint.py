@@ -36,6 +36,9 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
    episodes passed and run, and its probe items passed and probed, fading) is new. A
    format-6 state starts it at zero: the belief alone decides mastery until the top tier
    has been trained and probed again.
+8. the skill model's ``top_tier_start`` (float64 [2, n_families]: each family's first 64
+   top-tier probe items, passed and probed) is new. A format-7 state starts it at zero:
+   the first items after the resume are each family's start.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 7
+STATE_FORMAT = 8
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -188,6 +191,16 @@ def _top_tier_counts(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
     return state
 
 
+def _top_tier_start(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """The first top-tier probe items, none yet."""
+    skill = state.get("skill")
+    if isinstance(skill, Mapping):
+        skill = dict(skill)
+        skill.setdefault("top_tier_start", np.zeros((2, sched.catalog.n_families)))
+        state["skill"] = skill
+    return state
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "fill fields added in format 1", _fill_fields_added_in_v1),
     Migration(1, "pending batches as rows", _pending_rows),
@@ -196,6 +209,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "drop the skill model's lowest tier trained", _drop_trained_low),
     Migration(5, "the hacking test's windows of training per arm", _same_arm_windows),
     Migration(6, "the skill model's counts of its top tier", _top_tier_counts),
+    Migration(7, "the skill model's first top-tier probe items", _top_tier_start),
 )
 
 

@@ -589,3 +589,40 @@ def test_top_tier_probes_alone_do_not_master_a_family_by_the_counts() -> None:
     assert model.top_tier.counts[3, 0] > 0 and not model.top_tier.passed[0]
     _train(model, cat, family=0, tier=2, k=32, n=32)
     assert model.top_tier.passed[0]
+
+
+def _probe_top(model: SkillModel, score: float, rounds: int, n: int = 16) -> None:
+    cat = model._catalog
+    fam = np.arange(cat.n_families)
+    top = (cat.n_tiers - 1).astype(np.int64)
+    for _ in range(rounds):
+        model.observe_probes(fam, top, np.full(fam.size, score), np.full(fam.size, n))
+
+
+def test_a_top_tier_whose_probes_rose_since_the_first_ones_reads_risen() -> None:
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=3)
+    model = SkillModel(cat)
+    _probe_top(model, 0.5, rounds=4)  # the first 64 items: half pass
+    assert model.top_tier.start[1].tolist() == [64.0, 64.0]
+    _probe_top(model, 0.5, rounds=4)  # as it always did: a coin flip
+    assert not model.top_tier.risen(3.0).any()
+    _probe_top(model, 0.95, rounds=4)  # its top tier now passes far more often
+    assert model.top_tier.risen(3.0).all()
+    np.testing.assert_array_equal(model.top_tier.start[0], [32.0, 32.0])  # the start stays
+
+
+def test_a_flat_family_whose_top_tier_probes_rose_is_not_flat() -> None:
+    """A family passing half its episodes at every tier reads flat (a coin flip); once its
+    top-tier probes pass far more often than its first ones did, it is learning."""
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=1, n_tiers=4)
+    model = SkillModel(cat)
+    rng = np.random.default_rng(0)
+    _probe_top(model, 0.5, rounds=4)
+    for _ in range(60):
+        arm = rng.integers(0, cat.n_arms, size=32)
+        model.observe_training(arm, (rng.random(32) < 0.5).astype(float))
+    assert model.flat()[0]
+    _probe_top(model, 0.9, rounds=3)
+    assert not model.flat()[0]
+    model._probe_rise = False  # the ablation: flat whatever the probes say
+    assert model.flat()[0]

@@ -24,6 +24,7 @@ from scheduler import (
     dumps_state,
     loads_state,
 )
+from scheduler._checkpoint import STATE_FORMAT
 
 
 def _catalog() -> Catalog:
@@ -233,7 +234,7 @@ def test_a_format_1_state_migrates_and_drops_its_unreportable_pending_batches() 
     state["format"], state["pending"] = 1, {str(sched.step - 1): 4}  # format 1's pending
     again = Scheduler(_catalog(), "exp3s", seed=2)
     again.load_state_dict(state)
-    assert again.state_dict()["format"] == 7 and len(again._pending) == 0
+    assert again.state_dict()["format"] == STATE_FORMAT and len(again._pending) == 0
     np.testing.assert_array_equal(again.stats.count, sched.stats.count)
 
 
@@ -303,14 +304,40 @@ def test_a_format_6_checkpoint_resumes_with_the_top_tiers_counts_empty() -> None
     trained and probed again), and a format-7 state without them is refused by name."""
     sched, state = _after_six_passing_batches()
     state["format"] = 6
-    state["skill"] = {k: v for k, v in state["skill"].items() if k != "top_tier"}
+    old = ("top_tier", "top_tier_start")
+    state["skill"] = {k: v for k, v in state["skill"].items() if k not in old}
     again = Scheduler(_catalog(), seed=0)
     again.load_state_dict(state)
     loaded = again.state_dict()
-    assert loaded["format"] == 7 and not loaded["skill"]["top_tier"].any()
+    assert loaded["format"] == STATE_FORMAT and not loaded["skill"]["top_tier"].any()
     np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
     with pytest.raises(ConfigError, match=r"skill\.top_tier: missing"):
         Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=7))
+
+
+def test_a_format_7_checkpoint_resumes_with_no_first_top_tier_probes() -> None:
+    """Format 8 added each family's first top-tier probe items. A format-7 checkpoint
+    starts them at zero (the first items after the resume are the start) and draws what
+    the saved scheduler draws; a format-8 state without them is refused by name."""
+    sched, _ = _after_six_passing_batches()
+    cat = sched.catalog
+    top = cat.n_tiers - 1
+    families = np.arange(cat.n_families)
+    sched.record_probes(
+        families, np.full(cat.n_families, 0.5), tiers=top, n=np.full(cat.n_families, 8)
+    )
+    state = sched.state_dict()
+    assert state["skill"]["top_tier_start"][1].sum() == 8 * cat.n_families
+    state["format"] = 7
+    state["skill"] = {k: v for k, v in state["skill"].items() if k != "top_tier_start"}
+    again = Scheduler(_catalog(), seed=0)
+    again.load_state_dict(state)
+    loaded = again.state_dict()
+    assert loaded["format"] == STATE_FORMAT and not loaded["skill"]["top_tier_start"].any()
+    np.testing.assert_array_equal(loaded["skill"]["top_tier"], state["skill"]["top_tier"])
+    np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
+    with pytest.raises(ConfigError, match=r"skill\.top_tier_start: missing"):
+        Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=8))
 
 
 @pytest.mark.parametrize("policy", ["uniform", "learning_progress", "exp3s", "regression_guard"])
