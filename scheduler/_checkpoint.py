@@ -181,24 +181,19 @@ def _same_arm_windows(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]
     return state
 
 
-def _top_tier_counts(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
-    """The top tier's own counts, none yet."""
-    skill = state.get("skill")
-    if isinstance(skill, Mapping):
-        skill = dict(skill)
-        skill.setdefault("top_tier", np.zeros((4, sched.catalog.n_families)))
-        state["skill"] = skill
-    return state
+def _zero_skill_rows(name: str, rows: int) -> Callable[[dict[str, Any], Scheduler], dict[str, Any]]:
+    """A migration that gives the skill model's state a new float64 [rows, n_families]
+    array ``name`` of zeros (none counted yet)."""
 
+    def migrate(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+        skill = state.get("skill")
+        if isinstance(skill, Mapping):
+            skill = dict(skill)
+            skill.setdefault(name, np.zeros((rows, sched.catalog.n_families)))
+            state["skill"] = skill
+        return state
 
-def _top_tier_start(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
-    """The first top-tier probe items, none yet."""
-    skill = state.get("skill")
-    if isinstance(skill, Mapping):
-        skill = dict(skill)
-        skill.setdefault("top_tier_start", np.zeros((2, sched.catalog.n_families)))
-        state["skill"] = skill
-    return state
+    return migrate
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -208,8 +203,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "fill the skill fields added in format 3", _fill_skill_fields_added_in_v3),
     Migration(4, "drop the skill model's lowest tier trained", _drop_trained_low),
     Migration(5, "the hacking test's windows of training per arm", _same_arm_windows),
-    Migration(6, "the skill model's counts of its top tier", _top_tier_counts),
-    Migration(7, "the skill model's first top-tier probe items", _top_tier_start),
+    Migration(6, "the skill model's counts of its top tier", _zero_skill_rows("top_tier", 4)),
+    Migration(
+        7, "the skill model's first top-tier probe items", _zero_skill_rows("top_tier_start", 2)
+    ),
 )
 
 
