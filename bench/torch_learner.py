@@ -438,8 +438,7 @@ def _probe_scheduler(sched: Scheduler, table: npt.NDArray[np.float64], setup: Se
         return
     cat = sched.catalog
     if setup.probe == "top":
-        families = np.arange(cat.n_families, dtype=np.int64)
-        tiers = (cat.n_tiers - 1).astype(np.int64)
+        families, tiers = _top_arms(cat)
     elif setup.probe == "all":
         families, tiers = cat.family_of_arm, cat.tier_of_arm
     else:
@@ -507,9 +506,13 @@ def _top_readings(
     table: npt.NDArray[np.float64], catalog: Catalog, setup: Setup, step: int
 ) -> Readings:
     """Every family's held-out accuracy at its top tier, from the table [families, tiers]."""
-    families = np.arange(catalog.n_families, dtype=np.int64)
-    top = (catalog.n_tiers - 1).astype(np.int64)
+    families, top = _top_arms(catalog)
     return Readings(families, top, table[families, top], setup.probe_items, step)
+
+
+def _top_arms(catalog: Catalog) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(every family, its top tier): what a top-tier probe reads."""
+    return np.arange(catalog.n_families, dtype=np.int64), (catalog.n_tiers - 1).astype(np.int64)
 
 
 def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
@@ -550,16 +553,18 @@ def run_one(runner: str, seed: int, setup: Setup) -> RunResult:
         by_kind += np.bincount(kind[fam_np], minlength=len(KINDS))
         wasted += int(((suite.kind[fam] == 2) | (acc[fam, tier] >= MASTERED)).sum())
         success, process = learner.train(fam, tier)
-        probe_now = step % setup.probe_every == 0  # (split: every arm is a family of one tier)
         if sched is not None and batch is not None:
             sched.report(batch, rewards=success, success=success, process=process)
-            if probe_now:
-                table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
-                _probe_scheduler(sched, table, setup)
         elif open_loop is not None and batch is not None:
             open_loop.observe(batch, _outcomes(success, process))
-            if probe_now and LADDERS.get(runner, False) and setup.probe != "none":
-                table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
+        # the scheduler hears every round; of the baselines only ladder_probe reads one
+        reads_probes = sched is not None or (LADDERS.get(runner, False) and setup.probe != "none")
+        if step % setup.probe_every == 0 and reads_probes:
+            # (split: every arm is a family of one tier)
+            table = learner.probe_all().reshape(-1, 1 if split else n_tiers)
+            if sched is not None:
+                _probe_scheduler(sched, table, setup)
+            elif open_loop is not None:
                 open_loop.on_probe(_top_readings(table, catalog, setup, step))
         if step % setup.eval_every == 0:
             acc = learner.accuracy()
