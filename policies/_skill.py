@@ -78,8 +78,10 @@ class SkillConfig:
     stalled_weight: float = 0.1
     hacked_weight: float = 0.01
     # and of any family: at most this many uniform shares while others can take the rest
-    # (a few unflagged families must not absorb a batch their learning cannot use)
-    max_weight: float = 16.0
+    # (a few unflagged families must not absorb a batch their learning cannot use, nor
+    # steer a gradient step: the torch learner's SGD on a family's quarter of a batch
+    # oscillated and never mastered it)
+    max_weight: float = 6.0
 
     def __post_init__(self) -> None:
         for field in fields(self):  # every setting is a number: name the one that is not

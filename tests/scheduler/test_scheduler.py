@@ -280,7 +280,8 @@ def _master(sched: Scheduler, families: list[int], steps: int = 20) -> None:
 def test_a_mastered_family_keeps_only_a_floor_share_however_large_its_weight() -> None:
     cat = Catalog.synthetic(2, 4, 1)
     object.__setattr__(cat, "family_weight", np.where(np.arange(8) == 0, 100.0, 1.0))
-    idle = SkillConfig(stalled_weight=float(cat.n_families))  # the others fail: not held
+    # the others fail: not held; and no ceiling, so family 0's weight shows whole
+    idle = SkillConfig(stalled_weight=float(cat.n_families), max_weight=float(cat.n_families))
     sched = Scheduler(cat, "static", config=SchedulerConfig(exploration_floor=0.0, skill=idle))
     assert sched.weights().family[0] > 0.9
     _master(sched, [0])
