@@ -81,7 +81,7 @@ class SkillConfig:
     # (a few unflagged families must not absorb a batch their learning cannot use, nor
     # steer a gradient step: the torch learner's SGD on a family's quarter of a batch
     # oscillated and never mastered it)
-    max_weight: float = 6.0
+    max_weight: float = 8.0
 
     def __post_init__(self) -> None:
         for field in fields(self):  # every setting is a number: name the one that is not
