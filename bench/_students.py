@@ -1,7 +1,7 @@
-"""Simulated students for the quality grid: two learners of different structure.
+"""Simulated students for the quality grid: three learners of different structure.
 
 A benchmark that tunes a curriculum on one learner builds mechanisms that fit that learner
-and nothing else. So the grid trains two students whose equations share nothing:
+and nothing else. So the grid trains students whose equations share nothing:
 
 * ``SkillStudent`` wraps the project's ``SimulatedLearner``: one latent skill per family, a
   logistic pass rate in skill minus tier difficulty, and a gain that peaks where the pass
@@ -10,8 +10,13 @@ and nothing else. So the grid trains two students whose equations share nothing:
   tier that can only be learned once the tier under it is (readiness), gains that need a
   few successes to start, spill-over to the tier above, cross-family prerequisites and
   forgetting. Nothing in ``scheduler/`` knows it.
+* ``GroupStudent`` (added 2026-12-05 for held-out regimes only, never tuned on): GRPO's
+  group advantage as its learning signal (an episode teaches only where a group of 8
+  rollouts would mix passes and fails), an asymmetric (Gompertz) pass curve, uneven tier
+  gaps, a slow "click" before some families start learning, and interference between the
+  families of a domain in place of forgetting.
 
-Both answer the same questions: run a batch (train, return outcomes), probe (held-out
+Each answers the same questions: run a batch (train, return outcomes), probe (held-out
 binomial draws from ``n`` items, their own RNG so probing never changes training), the true
 top-tier and all-tier scores, and which episodes are wasted. Waste counts episodes on
 families of a trap kind (impossible, coin flip, mastered from the start, hackable), as the
@@ -276,7 +281,133 @@ class LadderStudent:
         return _draw_families(first, live, n, rng)
 
 
-STUDENTS = {"skill": SkillStudent, "ladder": LadderStudent}
+# --------------------------------------------------------------------------- group student
+@dataclass(frozen=True)
+class GroupConfig:
+    share_impossible: float = 0.05
+    share_noise: float = 0.05
+    share_mastered: float = 0.10
+    share_hackable: float = 0.0
+    rate: float = 0.05  # skill gained per episode at a full group signal (mean over families)
+    rate_spread: float = 2.0  # per-family rate is log-uniform in [rate / spread, rate * spread]
+    group: int = 8  # rollouts of a GRPO group: all-pass or all-fail groups teach nothing
+    sharpness: float = 2.0  # the Gompertz pass curve's steepness, per unit of skill
+    gap: tuple[float, float] = (0.4, 1.6)  # each tier's difficulty step, uniform
+    start: tuple[float, float] = (-0.5, 1.0)  # initial skill
+    share_slow_click: float = 0.4  # learnable families that learn slowly until they click
+    click: float = 0.03  # how far a slow family's click grows per teaching episode (to 1)
+    interference: float = 0.03  # share of a family's gain the rest of its domain loses
+    hack_rate: float = 0.01  # per-episode growth of a hackable family's training-only hack
+
+
+class GroupStudent:
+    """One skill per family, a Gompertz pass curve over uneven tiers, and GRPO's group
+    signal (see the module docstring)."""
+
+    def __init__(self, catalog: Catalog, seed: int, **config: Any) -> None:
+        fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+        cfg = self.config = GroupConfig(**fixed)
+        self.catalog = catalog
+        rng = self._rng = np.random.Generator(np.random.PCG64([seed, 17]))
+        self._probe_rng = np.random.Generator(np.random.PCG64([seed, 19]))
+        n_fam = catalog.n_families
+        shares = [
+            (FamilyKind.IMPOSSIBLE, cfg.share_impossible),
+            (FamilyKind.NOISE, cfg.share_noise),
+            (FamilyKind.MASTERED, cfg.share_mastered),
+            (FamilyKind.HACKABLE, cfg.share_hackable),
+        ]
+        counts = [round(s * n_fam) for _, s in shares]
+        labels = np.repeat(
+            np.array([int(k) for k, _ in shares] + [int(FamilyKind.LEARNABLE)], dtype=np.int64),
+            [*counts, max(n_fam - sum(counts), 0)],
+        )[:n_fam]
+        self.kind = rng.permutation(labels)
+        fam, tier = catalog.family_of_arm, catalog.tier_of_arm
+        step = rng.uniform(*cfg.gap, size=catalog.n_arms)
+        step[tier == 0] = 0.0
+        # float64 [n_arms]: each tier's difficulty, the family's steps summed up to it
+        total = np.cumsum(step)
+        self._difficulty = total - total[catalog.arm_start[fam]]
+        top = self._difficulty[catalog.arm_start[1:] - 1]
+        self._skill = rng.uniform(*cfg.start, size=n_fam)
+        mastered = self.kind == FamilyKind.MASTERED
+        self._skill[mastered] = top[mastered] + 3.0
+        self._skill0 = self._skill.copy()
+        spread = math.log(cfg.rate_spread)
+        self._rate = cfg.rate * np.exp(rng.uniform(-spread, spread, n_fam))
+        self._rate[self.kind != FamilyKind.LEARNABLE] = 0.0
+        slow = rng.random(n_fam) < cfg.share_slow_click
+        self._click = np.where(slow, 0.1, 1.0)
+        self._hack = np.zeros(n_fam)
+        size = np.bincount(catalog.domain_of_family, minlength=catalog.n_domains)
+        self._others_in_domain = np.maximum(size[catalog.domain_of_family] - 1, 1)
+
+    def _q(self, arm: IntArray) -> FloatArray:
+        """Chance-normalised held-out pass rate of these arms (no hack)."""
+        fam = self.catalog.family_of_arm[arm]
+        gap = self._skill[fam] - self._difficulty[arm]
+        q = np.exp(-np.exp(-self.config.sharpness * gap))
+        result: FloatArray = np.where(self.kind[fam] == FamilyKind.IMPOSSIBLE, 0.0, q)
+        return result
+
+    def _p(self, arm: IntArray, train: bool) -> FloatArray:
+        fam = self.catalog.family_of_arm[arm]
+        q = self._q(arm)
+        if train:
+            q = q + (1.0 - q) * self._hack[fam]
+        chance = self.catalog.chance_success[fam]
+        p = chance + (1.0 - chance) * q
+        result: FloatArray = np.where(self.kind[fam] == FamilyKind.NOISE, 0.5, p)
+        return result
+
+    def run(self, batch: Batch) -> BatchOutcomes:
+        cat, cfg = self.catalog, self.config
+        arm = np.asarray(batch.arm, dtype=np.int64)
+        fam = cat.family_of_arm[arm]
+        out = _outcomes(cat, fam, self._p(arm, train=True), self._rng)
+        q = self._q(arm)
+        mixed = 1.0 - q**cfg.group - (1.0 - q) ** cfg.group  # the group's signal
+        signal = np.bincount(fam, weights=mixed, minlength=cat.n_families)
+        gain = self._rate * self._click * signal
+        self._click = np.minimum(1.0, self._click + cfg.click * signal * (self._rate > 0))
+        lost = np.bincount(cat.domain_of_family, weights=gain, minlength=cat.n_domains)
+        others = (lost[cat.domain_of_family] - gain) * cfg.interference
+        per_family = self._others_in_domain
+        self._skill += gain
+        self._skill = np.maximum(self._skill - others / per_family, self._skill0)
+        hackable = self.kind == FamilyKind.HACKABLE
+        if hackable.any():
+            n = np.bincount(fam, minlength=cat.n_families)
+            self._hack = np.where(
+                hackable, 1.0 - (1.0 - self._hack) * np.exp(-cfg.hack_rate * n), 0.0
+            )
+        return out
+
+    def probe(self, families: IntArray, tiers: IntArray, n: int) -> FloatArray:
+        arm = self.catalog.arm_start[families] + tiers
+        hits: FloatArray = self._probe_rng.binomial(n, self._p(arm, train=False)) / n
+        return hits
+
+    def true_arm(self) -> FloatArray:
+        fam = self.catalog.family_of_arm
+        fixed = np.isin(self.kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
+        result: FloatArray = np.where(fixed[fam], 0.0, self._q(np.arange(self.catalog.n_arms)))
+        return result
+
+    def oracle_arms(self, n: int, rng: np.random.Generator) -> IntArray:
+        """Each learnable family not yet at its top, equally often, at the tier whose group
+        signal is largest (where this student learns most)."""
+        cat, g = self.catalog, self.config.group
+        q = self.true_arm()
+        signal = 1.0 - q**g - (1.0 - q) ** g
+        order = np.lexsort((-signal, cat.family_of_arm))
+        first = order[np.searchsorted(cat.family_of_arm[order], np.arange(cat.n_families))]
+        live = scored(self) & (top_score(self) < 0.97)
+        return _draw_families(first, live, n, rng)
+
+
+STUDENTS = {"skill": SkillStudent, "ladder": LadderStudent, "group": GroupStudent}
 
 
 def make_student(name: str, catalog: Catalog, seed: int, **config: Any) -> Student:

@@ -59,7 +59,7 @@ log = logging.getLogger("bench.quality")
 class Regime:
     name: str
     split: str  # dev | held
-    student: str  # skill | ladder
+    student: str  # skill | ladder | group
     shape: tuple[int, int, int]  # domains, families per domain, tiers
     batch: int
     steps: int
@@ -180,6 +180,32 @@ GRID: tuple[Regime, ...] = (
         300,
         P("top", 10, 8),
         catalog={"chance_success": 0.25},
+    ),
+    # the group student (GRPO's group signal, bench/_students.py): added 2026-12-05 and held
+    # out from the start; no mechanism or setting was chosen on it
+    Regime("group_top", "held", "group", (30, 10, 4), 128, 300, P("top", 10, 8)),
+    Regime("group_asked", "held", "group", (30, 10, 4), 128, 300, P("asked", 10, 16)),
+    Regime("group_none", "held", "group", (30, 10, 4), 256, 300, P("none")),
+    Regime("group_late5", "held", "group", (30, 10, 5), 128, 400, P("top", 10, 8, 10, 0.3)),
+    Regime(
+        "group_hack",
+        "held",
+        "group",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"share_hackable": 0.05},
+    ),
+    Regime(  # yes/no answers: half pass by chance
+        "group_chance",
+        "held",
+        "group",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        catalog={"chance_success": 0.5},
     ),
 )
 
