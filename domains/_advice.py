@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from ._errors import Problem
 from ._loader import LoadedManifest, where_in
 
-# Probe items per probe below which the unlearnable detector, at its defaults, can never
-# read a family "at chance": it bounds the level from half of a 16-probe window (8
-# probes), and 8 failed probes of 1 or 2 items leave the Jeffreys upper bound at 0.26 or
-# 0.14 (the verdict needs 0.1; 3 items give 0.098).
+# Probe items per reading below which the held-out checks that rest on probes see almost
+# nothing. The hacking test compares each probe reading with the training at the same tier
+# since the family's last probe round (a two-proportion z, 3 standard errors): with 32
+# training episodes between rounds, a strong hack (training passes 0.9, held-out 0.5) is
+# flagged in 4 % / 9 % of rounds at 1 / 2 items, 12 % at 3, 34 % at 8 and 86 % at 32
+# (docs/manifests.md, "Probe sets").
 MIN_PROBE_ITEMS = 3
 
 
@@ -31,10 +33,11 @@ def thin_probe_notes(manifests: Sequence[LoadedManifest]) -> list[Problem]:
                     where = where_in(m.path, m.positions, ("domains", d, "families", f, "probe"))
                     notes.append(
                         where.problem(
-                            f"probe set of {size} item{'s' if size > 1 else ''}: with fewer "
-                            f"than {MIN_PROBE_ITEMS} the default detectors can never judge "
-                            "the family at chance (unlearnable), and promotion, mastery and "
-                            "regression read it slowly (docs/manifests.md, 'Probe sets')"
+                            f"probe set of {size} item{'s' if size > 1 else ''}: each reading "
+                            f"weighs as {size} outcome{'s' if size > 1 else ''}, so the checks "
+                            "that rest on held-out probes (reward hacking, the top tier's "
+                            "mastery, a flat family's rise) see it rarely or late "
+                            "(docs/manifests.md, 'Probe sets')"
                         )
                     )
     return notes
