@@ -219,6 +219,9 @@ def test_report_prints_evidence_at_a_readable_precision(tmp_path: Path) -> None:
     numbers = re.findall(r"\d+\.\d+", result.stdout.split("last ", 1)[1])
     assert numbers, result.stdout
     assert all(len(n.split(".")[1]) <= 3 for n in numbers), numbers
+    # the families the skill model holds back are listed, with the reason
+    attention = result.stdout.split("need attention", 1)[1].split("last ", 1)[0]
+    assert re.search(r"idle\s.*reason=(out_of_reach|flat|stalled)", attention), attention
 
 
 def test_report_rounds_numbers_inside_lists_and_mappings() -> None:

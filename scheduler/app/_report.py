@@ -9,10 +9,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from .._events import Event
+from ..recording._history import active_attention
 from ..store import RunInfo, Store, StoreError, open_store, require_existing
 from ._settings import Settings
-
-ATTENTION = ("regression", "plateau", "quarantined", "suspected_reward_hacking", "breaker_opened")
 
 
 def _pick_run(store: Store, name: str | None) -> RunInfo:
@@ -68,23 +68,28 @@ def _print(store: Store, info: RunInfo, out: Console, limit: int) -> None:
     counts = Counter(e.kind for e in events)
     if counts:
         out.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    # Families that need attention: the latest attention-worthy event of each family.
-    latest_by_family = {e.family: e for e in events if e.kind in ATTENTION and e.family}
-    if latest_by_family:
+    # Families that need attention: the latest attention event of each family that no later
+    # event cleared (held back as idle, suspected hacking, a regression, an open breaker).
+    active = active_attention(events)
+    if active:
         table = Table(title="families that need attention (latest event of each)")
-        for col in ("family", "domain", "event", "step"):
+        for col in ("family", "domain", "event", "step", "evidence"):
             table.add_column(col)
-        for e in sorted(latest_by_family.values(), key=lambda e: -e.step)[:limit]:
-            table.add_row(e.family or "", e.domain or "", e.kind, str(e.step))
+        for e in active[:limit]:
+            table.add_row(e.family or "", e.domain or "", e.kind, str(e.step), _evidence(e))
         out.print(table)
     if events:
         table = Table(title=f"last {min(limit, len(events))} events")
         for col in ("step", "kind", "family / domain", "evidence"):
             table.add_column(col)
         for e in events[-limit:]:
-            evidence = ", ".join(f"{k}={_short(v)}" for k, v in list(e.payload.items())[:4])
-            table.add_row(str(e.step), e.kind, e.family or e.domain or "", evidence)
+            table.add_row(str(e.step), e.kind, e.family or e.domain or "", _evidence(e))
         out.print(table)
+
+
+def _evidence(event: Event) -> str:
+    """The first four payload entries, each at a readable precision."""
+    return ", ".join(f"{k}={_short(v)}" for k, v in list(event.payload.items())[:4])
 
 
 def _short(value: Any) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -43,19 +43,44 @@ FloatArray = npt.NDArray[np.float64]
 
 UNKNOWN_DOMAIN = "(unknown)"
 
-# Event kinds that put a family on the attention list, and the kinds that clear each one.
-# The clearing rule follows the detectors: a tier change restarts a family's evidence
-# (regression, plateau and hacking re-arm), only ``released`` ends a quarantine, and only
-# ``breaker_closed`` ends an open breaker (half-open is still on probation).
+# Event kinds that put a family on the attention list, and the kinds that clear each one:
+# a family held back as idle (out of reach, flat or stalled: nothing to teach it now, or a
+# broken environment), suspected of reward hacking, a mastered family whose top tier fell
+# back (``mastered_cleared``: a regression), or an open circuit breaker (half-open is still
+# on probation). Each flag's own ``*_cleared`` (or, for a regression, ``mastered`` again)
+# ends it. The last three kinds are those of runs recorded before the skill model (format
+# 2 and earlier), kept so such a store still reads: a tier change cleared a regression or a
+# plateau, and ``released`` a quarantine.
 _TIER_CHANGE = frozenset({"tier_promoted", "tier_demoted"})
 CLEARED_BY: dict[str, frozenset[str]] = {
+    "idle": frozenset({"idle_cleared"}),
+    "suspected_reward_hacking": frozenset({"suspected_reward_hacking_cleared"}),
+    "mastered_cleared": frozenset({"mastered"}),
+    "breaker_opened": frozenset({"breaker_closed"}),
     "regression": _TIER_CHANGE,
     "plateau": _TIER_CHANGE,
-    "suspected_reward_hacking": _TIER_CHANGE,
     "quarantined": frozenset({"released"}),
-    "breaker_opened": frozenset({"breaker_closed"}),
 }
 ATTENTION_KINDS: tuple[str, ...] = tuple(CLEARED_BY)
+
+
+def active_attention(events: Iterable[Event]) -> list[Event]:
+    """The latest attention event of each family that no later event cleared
+    (:data:`CLEARED_BY`), newest first (ties: by family). Events of one step keep the order
+    they were written in."""
+    active: dict[str, dict[str, Event]] = {}
+    for e in sorted(events, key=lambda ev: ev.step):  # stable: keeps write order
+        if e.family is None:
+            continue
+        kinds = active.setdefault(e.family, {})
+        for kind, clearers in CLEARED_BY.items():
+            if e.kind in clearers:
+                kinds.pop(kind, None)
+        if e.kind in CLEARED_BY:
+            kinds[e.kind] = e
+    latest = [max(k.values(), key=lambda ev: ev.step) for k in active.values() if k]
+    latest.sort(key=lambda e: (-e.step, e.family or ""))
+    return latest
 
 
 class DomainCurves(NamedTuple):
@@ -355,25 +380,13 @@ class RunHistory:
 
     def attention(self) -> list[AttentionRow]:
         """Families that need attention, newest first: for each family, its latest event of
-        a kind in :data:`ATTENTION_KINDS` that no later event has cleared (:data:`CLEARED_BY`:
-        a tier change clears regression, plateau and suspected hacking; ``released`` clears
-        a quarantine; ``breaker_closed`` clears an open breaker)."""
-        active: dict[str, dict[str, Event]] = {}
-        for e in sorted(self.events, key=lambda ev: ev.step):  # stable: keeps write order
-            if e.family is None:
-                continue
-            kinds = active.setdefault(e.family, {})
-            for kind, clearers in CLEARED_BY.items():
-                if e.kind in clearers:
-                    kinds.pop(kind, None)
-            if e.kind in CLEARED_BY:
-                kinds[e.kind] = e
+        a kind in :data:`ATTENTION_KINDS` that no later event has cleared
+        (:func:`active_attention`)."""
+        active = active_attention(self.events)
         names = dict(zip(self.family_names, self.domain_of_family.tolist(), strict=True))
         rows = []
-        for family, kinds in active.items():
-            if not kinds:
-                continue
-            latest = max(kinds.values(), key=lambda ev: ev.step)  # ties: the first set kind
+        for latest in active:
+            family = latest.family or ""
             d = names.get(family)
             domain = latest.domain or (self.domain_names[d] if d is not None else UNKNOWN_DOMAIN)
             rows.append(

@@ -198,6 +198,32 @@ def test_attention_keeps_only_active_latest_events(history: RunHistory) -> None:
     assert row.evidence == "why=quarantined, value=1.1"
 
 
+def test_attention_follows_the_flags_the_scheduler_raises_and_clears(history: RunHistory) -> None:
+    """The kinds the skill model's flags write: each ``*_cleared`` ends its flag, a mastered
+    family that falls back is a regression until it is mastered again, and flags the
+    scheduler no longer raises (a tier change) clear nothing."""
+    f = history.family_names
+    events = (
+        _ev(3, "idle", f[0]),
+        _ev(8, "idle_cleared", f[0]),  # learning again: not listed
+        _ev(4, "idle", f[1]),
+        _ev(6, "tier_promoted", f[1]),  # a tier change does not end idleness: listed
+        _ev(5, "suspected_reward_hacking", f[2]),
+        _ev(9, "suspected_reward_hacking_cleared", f[2]),
+        _ev(2, "mastered", f[3]),
+        _ev(7, "mastered_cleared", f[3]),  # its top tier fell back: listed
+        _ev(3, "mastered_cleared", f[4]),
+        _ev(10, "mastered", f[4]),  # mastered again: not listed
+        _ev(1, "mastered", f[5]),  # not an attention kind
+    )
+    rows = replace(history, events=tuple(sorted(events, key=lambda e: e.step))).attention()
+    assert {r.family: (r.kind, r.step) for r in rows} == {
+        f[3]: ("mastered_cleared", 7),
+        f[1]: ("idle", 4),
+    }
+    assert [r.family for r in rows] == [f[3], f[1]]  # newest first
+
+
 def test_from_store_errors_and_domain_fallback(recorded: Recorded, tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"no run named 'nope'.*fig"):
         RunHistory.from_store(recorded.url, "nope")
