@@ -148,6 +148,57 @@ def _draw_families(
     return result
 
 
+class _TrapShares(Protocol):
+    share_impossible: float
+    share_noise: float
+    share_mastered: float
+    share_hackable: float
+
+
+def _family_kinds(cfg: _TrapShares, n_families: int, rng: np.random.Generator) -> IntArray:
+    """int64 [n_families] FamilyKind: each trap kind at its share (rounded), the rest
+    learnable, in a random order."""
+    shares = [
+        (FamilyKind.IMPOSSIBLE, cfg.share_impossible),
+        (FamilyKind.NOISE, cfg.share_noise),
+        (FamilyKind.MASTERED, cfg.share_mastered),
+        (FamilyKind.HACKABLE, cfg.share_hackable),
+    ]
+    counts = [round(s * n_families) for _, s in shares]
+    labels = np.repeat(
+        np.array([int(k) for k, _ in shares] + [int(FamilyKind.LEARNABLE)], dtype=np.int64),
+        [*counts, max(n_families - sum(counts), 0)],
+    )[:n_families]
+    result: IntArray = rng.permutation(labels)
+    return result
+
+
+class _ArmStudent:
+    """What the ladder and group students share: held-out probes drawn from their pass rate
+    without the hack (a probe RNG of their own, so probing never changes training), and a
+    hackable family's training-only hack, growing with each training episode."""
+
+    catalog: Catalog
+    kind: IntArray
+    _probe_rng: np.random.Generator
+    _hack: FloatArray
+
+    def _p(self, arm: IntArray, train: bool) -> FloatArray:
+        raise NotImplementedError
+
+    def probe(self, families: IntArray, tiers: IntArray, n: int) -> FloatArray:
+        arm = self.catalog.arm_start[families] + tiers
+        hits: FloatArray = self._probe_rng.binomial(n, self._p(arm, train=False)) / n
+        return hits
+
+    def _grow_hack(self, family: IntArray, rate: float) -> None:
+        """A training batch's episodes (``family`` of each) grow the hack of the hackable."""
+        hackable = self.kind == FamilyKind.HACKABLE
+        if hackable.any():
+            n = np.bincount(family, minlength=self.catalog.n_families)
+            self._hack = np.where(hackable, 1.0 - (1.0 - self._hack) * np.exp(-rate * n), 0.0)
+
+
 # --------------------------------------------------------------------------- ladder student
 @dataclass(frozen=True)
 class LadderConfig:
@@ -166,7 +217,7 @@ class LadderConfig:
     hack_rate: float = 0.02  # per-episode growth of a hackable family's training-only hack
 
 
-class LadderStudent:
+class LadderStudent(_ArmStudent):
     """Separate competence per tier, learned bottom-up (see the module docstring)."""
 
     def __init__(self, catalog: Catalog, seed: int, **config: Any) -> None:
@@ -176,18 +227,7 @@ class LadderStudent:
         rng = self._rng = np.random.Generator(np.random.PCG64([seed, 11]))
         self._probe_rng = np.random.Generator(np.random.PCG64([seed, 13]))
         n_fam = catalog.n_families
-        shares = [
-            (FamilyKind.IMPOSSIBLE, cfg.share_impossible),
-            (FamilyKind.NOISE, cfg.share_noise),
-            (FamilyKind.MASTERED, cfg.share_mastered),
-            (FamilyKind.HACKABLE, cfg.share_hackable),
-        ]
-        counts = [round(s * n_fam) for _, s in shares]
-        labels = np.repeat(
-            np.array([int(k) for k, _ in shares] + [int(FamilyKind.LEARNABLE)], dtype=np.int64),
-            [*counts, max(n_fam - sum(counts), 0)],
-        )[:n_fam]
-        self.kind = rng.permutation(labels)
+        self.kind = _family_kinds(cfg, n_fam, rng)
         fam, tier = catalog.family_of_arm, catalog.tier_of_arm
         level = rng.uniform(*cfg.start, size=n_fam)
         c = np.clip(level[fam] - tier, 0.0, 1.0)
@@ -246,22 +286,12 @@ class LadderStudent:
         self._c[above[up]] = np.minimum(1.0, self._c[above[up]] + cfg.spill * gain[up])
         self._step += 1
         self._last[fam] = self._step
-        hackable = self.kind == FamilyKind.HACKABLE
-        if hackable.any():
-            n = np.bincount(fam, minlength=cat.n_families)
-            self._hack = np.where(
-                hackable, 1.0 - (1.0 - self._hack) * np.exp(-cfg.hack_rate * n), 0.0
-            )
+        self._grow_hack(fam, cfg.hack_rate)
         if cfg.forgetting > 0:
             stale = (self._step - self._last) > cfg.forget_after
             excess = np.maximum(self._c - self._c0, 0.0) * stale[cat.family_of_arm]
             self._c -= cfg.forgetting * excess
         return out
-
-    def probe(self, families: IntArray, tiers: IntArray, n: int) -> FloatArray:
-        arm = self.catalog.arm_start[families] + tiers
-        hits: FloatArray = self._probe_rng.binomial(n, self._p(arm, train=False)) / n
-        return hits
 
     def true_arm(self) -> FloatArray:
         fam = self.catalog.family_of_arm
@@ -300,7 +330,7 @@ class GroupConfig:
     hack_rate: float = 0.01  # per-episode growth of a hackable family's training-only hack
 
 
-class GroupStudent:
+class GroupStudent(_ArmStudent):
     """One skill per family, a Gompertz pass curve over uneven tiers, and GRPO's group
     signal (see the module docstring)."""
 
@@ -311,18 +341,7 @@ class GroupStudent:
         rng = self._rng = np.random.Generator(np.random.PCG64([seed, 17]))
         self._probe_rng = np.random.Generator(np.random.PCG64([seed, 19]))
         n_fam = catalog.n_families
-        shares = [
-            (FamilyKind.IMPOSSIBLE, cfg.share_impossible),
-            (FamilyKind.NOISE, cfg.share_noise),
-            (FamilyKind.MASTERED, cfg.share_mastered),
-            (FamilyKind.HACKABLE, cfg.share_hackable),
-        ]
-        counts = [round(s * n_fam) for _, s in shares]
-        labels = np.repeat(
-            np.array([int(k) for k, _ in shares] + [int(FamilyKind.LEARNABLE)], dtype=np.int64),
-            [*counts, max(n_fam - sum(counts), 0)],
-        )[:n_fam]
-        self.kind = rng.permutation(labels)
+        self.kind = _family_kinds(cfg, n_fam, rng)
         fam, tier = catalog.family_of_arm, catalog.tier_of_arm
         step = rng.uniform(*cfg.gap, size=catalog.n_arms)
         step[tier == 0] = 0.0
@@ -376,18 +395,8 @@ class GroupStudent:
         per_family = self._others_in_domain
         self._skill += gain
         self._skill = np.maximum(self._skill - others / per_family, self._skill0)
-        hackable = self.kind == FamilyKind.HACKABLE
-        if hackable.any():
-            n = np.bincount(fam, minlength=cat.n_families)
-            self._hack = np.where(
-                hackable, 1.0 - (1.0 - self._hack) * np.exp(-cfg.hack_rate * n), 0.0
-            )
+        self._grow_hack(fam, cfg.hack_rate)
         return out
-
-    def probe(self, families: IntArray, tiers: IntArray, n: int) -> FloatArray:
-        arm = self.catalog.arm_start[families] + tiers
-        hits: FloatArray = self._probe_rng.binomial(n, self._p(arm, train=False)) / n
-        return hits
 
     def true_arm(self) -> FloatArray:
         fam = self.catalog.family_of_arm
