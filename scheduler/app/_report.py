@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._events import Event
-from ..recording._history import active_attention
+from ..recording import active_attention
 from ..store import RunInfo, Store, StoreError, open_store, require_existing
 from ._settings import Settings
 

@@ -18,7 +18,14 @@ if TYPE_CHECKING:
         tier_timeline_figure,
         weights_heatmap_figure,
     )
-    from ._history import AttentionRow, DomainCurves, EventCounts, RunHistory, TierTimeline
+    from ._history import (
+        AttentionRow,
+        DomainCurves,
+        EventCounts,
+        RunHistory,
+        TierTimeline,
+        active_attention,
+    )
     from ._metrics import RunMetrics
     from ._mirror import RecorderMirror
     from ._recorder import RunRecorder
@@ -29,6 +36,7 @@ _LAZY = {
     "EventCounts": "._history",
     "RunHistory": "._history",
     "TierTimeline": "._history",
+    "active_attention": "._history",
     "RunMetrics": "._metrics",
     "RecorderMirror": "._mirror",
     "RunRecorder": "._recorder",
@@ -50,6 +58,7 @@ __all__ = [
     "RunMetrics",
     "RunRecorder",
     "TierTimeline",
+    "active_attention",
     "events_figure",
     "probe_curves_figure",
     "save_figures",
