@@ -101,7 +101,7 @@ class SkillStudent:
     items from a probe RNG of its own."""
 
     def __init__(self, catalog: Catalog, seed: int, **config: Any) -> None:
-        fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+        fixed = _as_fields(config)
         # The shipped learner's rate suits thousands of steps; the grid's budgets are
         # hundreds, so the student learns faster per episode (the top tier is reachable).
         fixed.setdefault("learning_rate", 0.1)
@@ -148,6 +148,11 @@ def _draw_families(
     return result
 
 
+def _as_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """A regime's learner options as config fields (JSON lists become tuples)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+
+
 class _TrapShares(Protocol):
     share_impossible: float
     share_noise: float
@@ -180,11 +185,35 @@ class _ArmStudent:
 
     catalog: Catalog
     kind: IntArray
+    _rng: np.random.Generator
     _probe_rng: np.random.Generator
     _hack: FloatArray
 
-    def _p(self, arm: IntArray, train: bool) -> FloatArray:
+    def _start(
+        self, catalog: Catalog, cfg: _TrapShares, seed: int, streams: tuple[int, int]
+    ) -> np.random.Generator:
+        """Keep the catalog, make the training and probe RNGs (``streams`` of ``seed``) and
+        the family kinds; returns the training RNG, which drew the kinds."""
+        self.catalog = catalog
+        rng = self._rng = np.random.Generator(np.random.PCG64([seed, streams[0]]))
+        self._probe_rng = np.random.Generator(np.random.PCG64([seed, streams[1]]))
+        self.kind = _family_kinds(cfg, catalog.n_families, rng)
+        return rng
+
+    def _q(self, arm: IntArray) -> FloatArray:
+        """Chance-normalised held-out pass rate of these arms (no hack)."""
         raise NotImplementedError
+
+    def _p(self, arm: IntArray, train: bool) -> FloatArray:
+        """Raw pass rate: the hack added in training, the chance level, a coin flip's half."""
+        fam = self.catalog.family_of_arm[arm]
+        q = self._q(arm)
+        if train:
+            q = q + (1.0 - q) * self._hack[fam]
+        chance = self.catalog.chance_success[fam]
+        p = chance + (1.0 - chance) * q
+        result: FloatArray = np.where(self.kind[fam] == FamilyKind.NOISE, 0.5, p)
+        return result
 
     def probe(self, families: IntArray, tiers: IntArray, n: int) -> FloatArray:
         arm = self.catalog.arm_start[families] + tiers
@@ -221,13 +250,9 @@ class LadderStudent(_ArmStudent):
     """Separate competence per tier, learned bottom-up (see the module docstring)."""
 
     def __init__(self, catalog: Catalog, seed: int, **config: Any) -> None:
-        fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
-        cfg = self.config = LadderConfig(**fixed)
-        self.catalog = catalog
-        rng = self._rng = np.random.Generator(np.random.PCG64([seed, 11]))
-        self._probe_rng = np.random.Generator(np.random.PCG64([seed, 13]))
+        cfg = self.config = LadderConfig(**_as_fields(config))
+        rng = self._start(catalog, cfg, seed, streams=(11, 13))
         n_fam = catalog.n_families
-        self.kind = _family_kinds(cfg, n_fam, rng)
         fam, tier = catalog.family_of_arm, catalog.tier_of_arm
         level = rng.uniform(*cfg.start, size=n_fam)
         c = np.clip(level[fam] - tier, 0.0, 1.0)
@@ -251,15 +276,8 @@ class LadderStudent(_ArmStudent):
         self._below = np.where(tier > 0, np.arange(catalog.n_arms) - 1, np.arange(catalog.n_arms))
         self._above = np.where(tier < catalog.n_tiers[fam] - 1, np.arange(catalog.n_arms) + 1, -1)
 
-    def _p(self, arm: IntArray, train: bool) -> FloatArray:
-        cat = self.catalog
-        fam = cat.family_of_arm[arm]
-        chance = cat.chance_success[fam]
-        c = self._c[arm]
-        if train:
-            c = c + (1.0 - c) * self._hack[fam]
-        p = chance + (1.0 - chance) * c
-        result: FloatArray = np.where(self.kind[fam] == FamilyKind.NOISE, 0.5, p)
+    def _q(self, arm: IntArray) -> FloatArray:
+        result: FloatArray = self._c[arm]
         return result
 
     def run(self, batch: Batch) -> BatchOutcomes:
@@ -335,13 +353,9 @@ class GroupStudent(_ArmStudent):
     signal (see the module docstring)."""
 
     def __init__(self, catalog: Catalog, seed: int, **config: Any) -> None:
-        fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
-        cfg = self.config = GroupConfig(**fixed)
-        self.catalog = catalog
-        rng = self._rng = np.random.Generator(np.random.PCG64([seed, 17]))
-        self._probe_rng = np.random.Generator(np.random.PCG64([seed, 19]))
+        cfg = self.config = GroupConfig(**_as_fields(config))
+        rng = self._start(catalog, cfg, seed, streams=(17, 19))
         n_fam = catalog.n_families
-        self.kind = _family_kinds(cfg, n_fam, rng)
         fam, tier = catalog.family_of_arm, catalog.tier_of_arm
         step = rng.uniform(*cfg.gap, size=catalog.n_arms)
         step[tier == 0] = 0.0
@@ -368,16 +382,6 @@ class GroupStudent(_ArmStudent):
         gap = self._skill[fam] - self._difficulty[arm]
         q = np.exp(-np.exp(-self.config.sharpness * gap))
         result: FloatArray = np.where(self.kind[fam] == FamilyKind.IMPOSSIBLE, 0.0, q)
-        return result
-
-    def _p(self, arm: IntArray, train: bool) -> FloatArray:
-        fam = self.catalog.family_of_arm[arm]
-        q = self._q(arm)
-        if train:
-            q = q + (1.0 - q) * self._hack[fam]
-        chance = self.catalog.chance_success[fam]
-        p = chance + (1.0 - chance) * q
-        result: FloatArray = np.where(self.kind[fam] == FamilyKind.NOISE, 0.5, p)
         return result
 
     def run(self, batch: Batch) -> BatchOutcomes:
