@@ -215,6 +215,13 @@ class _ArmStudent:
         result: FloatArray = np.where(self.kind[fam] == FamilyKind.NOISE, 0.5, p)
         return result
 
+    def true_arm(self) -> FloatArray:
+        """float64 [n_arms]: the held-out rate, 0 for the impossible and the coin flips."""
+        fam = self.catalog.family_of_arm
+        fixed = np.isin(self.kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
+        result: FloatArray = np.where(fixed[fam], 0.0, self._q(np.arange(self.catalog.n_arms)))
+        return result
+
     def probe(self, families: IntArray, tiers: IntArray, n: int) -> FloatArray:
         arm = self.catalog.arm_start[families] + tiers
         hits: FloatArray = self._probe_rng.binomial(n, self._p(arm, train=False)) / n
@@ -311,12 +318,6 @@ class LadderStudent(_ArmStudent):
             self._c -= cfg.forgetting * excess
         return out
 
-    def true_arm(self) -> FloatArray:
-        fam = self.catalog.family_of_arm
-        fixed = np.isin(self.kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
-        result: FloatArray = np.where(fixed[fam], 0.0, self._c)
-        return result
-
     def oracle_arms(self, n: int, rng: np.random.Generator) -> IntArray:
         """Each learnable family not yet at its top, equally often, at its lowest tier under
         0.95 (the only place this student can learn)."""
@@ -396,17 +397,10 @@ class GroupStudent(_ArmStudent):
         self._click = np.minimum(1.0, self._click + cfg.click * signal * (self._rate > 0))
         lost = np.bincount(cat.domain_of_family, weights=gain, minlength=cat.n_domains)
         others = (lost[cat.domain_of_family] - gain) * cfg.interference
-        per_family = self._others_in_domain
         self._skill += gain
-        self._skill = np.maximum(self._skill - others / per_family, self._skill0)
+        self._skill = np.maximum(self._skill - others / self._others_in_domain, self._skill0)
         self._grow_hack(fam, cfg.hack_rate)
         return out
-
-    def true_arm(self) -> FloatArray:
-        fam = self.catalog.family_of_arm
-        fixed = np.isin(self.kind, [FamilyKind.IMPOSSIBLE, FamilyKind.NOISE])
-        result: FloatArray = np.where(fixed[fam], 0.0, self._q(np.arange(self.catalog.n_arms)))
-        return result
 
     def oracle_arms(self, n: int, rng: np.random.Generator) -> IntArray:
         """Each learnable family not yet at its top, equally often, at the tier whose group
