@@ -9,6 +9,13 @@ the same outcomes and step loop as the scheduler, so the rows compare like with 
 * ``torch WeightedRandomSampler``: one sampler over a float64 weight tensor, drawn
   ``batch`` at a time (``list(sampler)``, as a DataLoader does), the drawn arms' weights
   set in place (the sampler keeps a reference to the tensor, so no re-creation);
+* two floors, no curriculum in them, for what a numpy step cannot go under (issue 17's
+  targets are judged against them): ``numpy floor: draw + count`` draws from a fixed CDF
+  (``searchsorted``), checks the outcomes and counts them per arm; ``numpy floor: + weights``
+  also sets the drawn arms' weights from their counts and rebuilds the CDF (a ``cumsum``),
+  as a curriculum that re-weights at every step must; ``numpy floor: sum tree`` does the
+  same with a sum tree (drawn by descending it level by level, the drawn arms' leaves and
+  their ancestors updated), the O(k log n) structure issue 17 names;
 * ``Syllabus LearningProgress`` (``syllabus-rl``, optional): ``sample(k=batch)``, then the
   per-episode update API for every task (``update_task_progress`` and
   ``update_on_episode``); its evaluator returns a score for every task, and runs every
@@ -37,7 +44,11 @@ IntArray = npt.NDArray[np.int64]
 NUMPY = "numpy choice"
 TORCH = "torch WeightedRandomSampler"
 SYLLABUS = "Syllabus LearningProgress"
-PEERS = (NUMPY, TORCH, SYLLABUS)
+FLOOR_DRAW = "numpy floor: draw + count"
+FLOOR_WEIGHTS = "numpy floor: + weights"
+FLOOR_TREE = "numpy floor: sum tree"
+FLOORS = (FLOOR_DRAW, FLOOR_WEIGHTS, FLOOR_TREE)
+PEERS = (NUMPY, TORCH, SYLLABUS, *FLOORS)
 
 
 class Peer(Protocol):
@@ -56,6 +67,74 @@ class NumpyChoice:
     def step(self, outcome: FloatArray) -> None:
         drawn = self.rng.choice(self.n_arms, self.batch, p=self.weights / self.weights.sum())
         self.weights[drawn] = 0.5 + outcome
+
+
+class NumpyFloor:
+    """The least a numpy step does: draw ``batch`` arms from a CDF, check their outcomes
+    and count them per arm; with ``reweight``, also set the drawn arms' weights from their
+    counts (a smoothed p(1 - p)) and rebuild the CDF."""
+
+    def __init__(self, n_arms: int, batch: int, seed: int, *, reweight: bool) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.batch, self.reweight = batch, reweight
+        self.weights = np.ones(n_arms)  # float64 [n_arms]
+        self.cdf = np.cumsum(self.weights)
+        self.count = np.zeros(n_arms)
+        self.passed = np.zeros(n_arms)
+
+    def step(self, outcome: FloatArray) -> None:
+        drawn = np.searchsorted(self.cdf, self.rng.random(self.batch) * self.cdf[-1], "right")
+        if outcome.shape != drawn.shape or not np.isfinite(outcome).all():
+            raise ValueError("outcomes must be finite, one per task")
+        np.add.at(self.count, drawn, 1.0)
+        np.add.at(self.passed, drawn, outcome)
+        if self.reweight:
+            rate = (self.passed[drawn] + 1.0) / (self.count[drawn] + 2.0)
+            self.weights[drawn] = rate * (1.0 - rate) + 0.01
+            self.cdf = np.cumsum(self.weights)
+
+
+class NumpySumTree:
+    """``NumpyFloor`` with reweighting, drawing from a sum tree instead of a CDF: node i
+    holds the sum of nodes 2i and 2i + 1, leaves from ``size`` on."""
+
+    def __init__(self, n_arms: int, batch: int, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.batch, self.n_arms = batch, n_arms
+        self.levels = max(1, int(np.ceil(np.log2(n_arms))))
+        self.size = 1 << self.levels
+        self.tree = np.zeros(2 * self.size)
+        self.tree[self.size : self.size + n_arms] = 1.0
+        for level in range(self.levels - 1, -1, -1):  # every parent from its children
+            lo, hi = 1 << level, 2 << level
+            self.tree[lo:hi] = self.tree[2 * lo : 2 * hi : 2] + self.tree[2 * lo + 1 : 2 * hi : 2]
+        self.count = np.zeros(n_arms)
+        self.passed = np.zeros(n_arms)
+
+    def _draw(self) -> IntArray:
+        u = self.rng.random(self.batch) * self.tree[1]
+        node = np.ones(self.batch, dtype=np.int64)
+        for _ in range(self.levels):
+            left = 2 * node
+            mass = self.tree[left]
+            right = u >= mass
+            u = np.where(right, u - mass, u)
+            node = left + right
+        drawn: IntArray = np.minimum(node - self.size, self.n_arms - 1)
+        return drawn
+
+    def step(self, outcome: FloatArray) -> None:
+        drawn = self._draw()
+        if outcome.shape != drawn.shape or not np.isfinite(outcome).all():
+            raise ValueError("outcomes must be finite, one per task")
+        np.add.at(self.count, drawn, 1.0)
+        np.add.at(self.passed, drawn, outcome)
+        rate = (self.passed[drawn] + 1.0) / (self.count[drawn] + 2.0)
+        node = drawn + self.size
+        self.tree[node] = rate * (1.0 - rate) + 0.01
+        for _ in range(self.levels):
+            node = np.unique(node >> 1)
+            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
 
 
 class TorchSampler:
@@ -180,6 +259,10 @@ def make_peer(
         return TorchSampler(n_arms, batch, seed)
     if name == SYLLABUS:
         return SyllabusLearningProgress(n_arms, batch, seed, probe_scores, probe_every)
+    if name in (FLOOR_DRAW, FLOOR_WEIGHTS):
+        return NumpyFloor(n_arms, batch, seed, reweight=name == FLOOR_WEIGHTS)
+    if name == FLOOR_TREE:
+        return NumpySumTree(n_arms, batch, seed)
     raise ValueError(f"unknown peer {name!r}; expected one of {PEERS}")
 
 
@@ -187,6 +270,7 @@ def peer_missing(name: str) -> str | None:
     """Why the peer ``name`` cannot run here, or None."""
     checks: dict[str, Callable[[], str | None]] = {
         NUMPY: lambda: None,
+        **{floor: lambda: None for floor in FLOORS},
         TORCH: torch_missing,
         SYLLABUS: syllabus_missing,
     }
