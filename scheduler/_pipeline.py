@@ -24,7 +24,7 @@ from ._events import Event
 from ._evidence import ProbeEvidence
 from ._flags import FlagBoard
 from ._gates import Gates
-from ._memo import ArrayMemo
+from ._memo import ArrayMemo, memo_key
 from ._weights import Weights
 
 FloatArray = npt.NDArray[np.float64]
@@ -127,12 +127,12 @@ class WeightPipeline:
         """``Gates.hold_flagged`` of these caps, or its last answer when they are equal to
         the last ones it was given (its passes of ``fill_to_one`` are a refresh's largest
         part after the projection; the gates' factor does not enter it)."""
-        args = [base, flag_caps, first]
-        known = self._held.get(args)
+        key = memo_key([base, flag_caps, first])
+        known = self._held.get(key)
         if known is not None:
             return cast(FloatArray, known[0])
         caps = self.gates.hold_flagged(base, flag_caps, first=first, ceiling=self._ceiling)
-        self._held.put(args, (caps,))
+        self._held.put(key, (caps,))
         return caps
 
     def _project(
@@ -150,8 +150,8 @@ class WeightPipeline:
         """``project_quotas_compute``, or its last answer where it is given the same
         weights and caps (and, with a compute quota, the same costs and warm start: only
         then does the answer depend on them). The rest are the catalog's fixed arrays."""
-        args = [weight, caps, cost, ratio] if self._any_compute else [weight, caps]
-        known = self._projected.get(args)
+        key = memo_key([weight, caps, cost, ratio] if self._any_compute else [weight, caps])
+        known = self._projected.get(key)
         if known is not None:
             return cast(FloatArray, known[0]), cast(FloatArray, known[1])
         family, next_ratio = project_quotas_compute(
@@ -164,7 +164,7 @@ class WeightPipeline:
             compute_basis,
             ratio=ratio,
         )
-        self._projected.put(args, (family, next_ratio))
+        self._projected.put(key, (family, next_ratio))
         return family, next_ratio
 
     def set(self, weights: Weights, step: int) -> None:

@@ -175,8 +175,11 @@ class Scheduler:
                     "need finite non-negative values of shape [n_arms]"
                 )
             if getattr(self.policy, "constant", False):  # the catalog alone decides them
-                raw = raw.copy()
-                raw.setflags(write=False)  # reused by every refresh: nothing may change it
+                # reused by every refresh, read-only; one value for every arm (``uniform``)
+                # is kept as a broadcast view of it, no array of its own
+                same = raw.size > 0 and bool((raw == raw[0]).all())
+                raw = np.broadcast_to(raw[0], raw.shape) if same else raw.copy()
+                raw.setflags(write=False)
                 self._constant_raw = raw
         self._events += self.flags.refresh(self.skill, self.step)
         self._events += self.pipeline.compute(

@@ -16,7 +16,7 @@ from policies import project_quotas_compute
 from scheduler import Scheduler, Status
 from scheduler._breakers import CLOSED, HALF_OPEN, OPEN, BreakerConfig, CircuitBreakers
 from scheduler._flags import Idle
-from scheduler._memo import ArrayMemo
+from scheduler._memo import ArrayMemo, memo_key
 from scheduler._report_checks import check_values, value_problems
 
 
@@ -32,21 +32,33 @@ def _run(sched: Scheduler, steps: int, seed: int = 0) -> None:
 def test_memo_answers_only_equal_arguments_and_keeps_copies() -> None:
     memo = ArrayMemo()
     a, b = np.arange(3.0), np.ones(2)
-    assert memo.get([a, b]) is None
+    assert memo.get(memo_key([a, b])) is None
     result = np.array([7.0, 8.0])
-    memo.put([a, b], (result,))
-    a[0] = 5.0  # a live argument moved on: the memo kept what it was given
+    memo.put(memo_key([a, b]), (result,))
+    a[0] = 5.0  # a live argument moved on: the memo keyed what it was given
     result[0] = -1.0  # and the caller's result is its own
-    assert memo.get([a, b]) is None
-    got = memo.get([np.arange(3.0), np.ones(2)])
+    assert memo.get(memo_key([a, b])) is None
+    got = memo.get(memo_key([np.arange(3.0), np.ones(2)]))
     assert got is not None and got[0].tolist() == [7.0, 8.0]
     got[0][1] = 0.0  # writing into an answer changes nothing kept
-    again = memo.get([np.arange(3.0), np.ones(2)])
+    again = memo.get(memo_key([np.arange(3.0), np.ones(2)]))
     assert again is not None and again[0].tolist() == [7.0, 8.0]
     assert memo.hits == 2
-    assert memo.get([np.arange(3.0)]) is None  # another number of arguments
+    assert memo.get(memo_key([np.arange(3.0)])) is None  # another number of arguments
+    assert memo.get(memo_key([np.arange(3), np.ones(2)])) is None  # another dtype
+    assert memo.get(memo_key([np.arange(3.0)[::-1][::-1], np.ones(2)])) is not None  # a view
     memo.clear()
-    assert memo.get([np.arange(3.0), np.ones(2)]) is None
+    assert memo.get(memo_key([np.arange(3.0), np.ones(2)])) is None
+
+
+def test_the_memo_keeps_no_copy_of_its_arguments() -> None:
+    """Its arguments are keyed by a digest: what it holds does not grow with them."""
+    memo = ArrayMemo()
+    big = np.ones(100_000)
+    memo.put(memo_key([big, big]), (np.zeros(1),))
+    held = [x for x in vars(memo).values() if isinstance(x, np.ndarray)]
+    assert not held
+    assert sum(r.nbytes for r in memo._result or ()) == 8
 
 
 # ---------------------------------------------------------------------- projection memo
@@ -171,7 +183,7 @@ def test_loading_a_state_clears_the_memo_and_resumes_exactly() -> None:
     b = Scheduler(cat, seed=3)
     _run(b, 40, seed=9)  # a memo of another run's inputs
     b.load_state_dict(copy.deepcopy(state))
-    assert b.pipeline._projected._args is None
+    assert b.pipeline._projected._key is None
     _run(a, 20, seed=5)
     _run(b, 20, seed=5)
     assert np.array_equal(a.weights().family, b.weights().family)
