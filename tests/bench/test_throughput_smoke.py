@@ -46,5 +46,22 @@ def test_the_quick_throughput_run_has_a_positive_rate_for_every_policy_and_peer(
         ours, numpy_choice, torch_sampler, syllabus = row[3:7]
         assert _rate(ours) > 0 and _rate(numpy_choice) > 0 and _rate(torch_sampler) > 0
         assert syllabus == "not installed" or _rate(syllabus) > 0
+        floors = row[7:10]  # draw + count, + weights, sum tree
+        assert all(_rate(cell) > 0 for cell in floors)
     calls = _table_after(lines, "| arms | numpy calls")
     assert all(int(row[1].replace(",", "")) > 0 for row in calls)
+
+
+def test_the_scheduler_state_stays_under_300_bytes_an_arm_at_1000_arms() -> None:
+    """Issue 17's memory target, as bench/throughput.py measures it (tracemalloc, after
+    20 steps with a probe round, the steps' events drained). It slipped to 307 once
+    unnoticed; the two largest fixes were a constant policy's weights kept as a broadcast
+    view and the quota memo keyed by a digest instead of copies."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import throughput
+
+    s = throughput.settings(throughput.parse_args(["--policies", "uniform", "--no-peers"]))
+    catalog = throughput.synthetic_catalog(1_000)
+    memory = throughput.memory(1_000, throughput.Workload.draw(catalog, s.seed), s)
+    per_arm = memory.state_bytes / catalog.n_arms
+    assert per_arm < 300, f"{per_arm:.1f} bytes of state an arm"
