@@ -137,6 +137,9 @@ GRID: tuple[Regime, ...] = (
     ),
     # a fast learner (the student: its oracle's area was 0.69, ext's 0.49)
     Regime("ladder_fast", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8), {"rate": 0.4}),
+    # the evaluator drifts (a shared random walk of 0.03 a round) and loses 30 % of its
+    # readings: skill_drift's protocol on the other student (added 2026-12-05, dev)
+    Regime("ladder_drift", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
@@ -297,6 +300,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         sched.skill._suspect = float("inf")
     elif without == "reach_trial":  # an out-of-reach family never takes a spare share
         sched.skill._reach_trial = False
+    elif without == "shared_shift":  # a probe call's readings are taken as they come
+        sched.skill._shift = False
     elif without == "stall_below":  # a family at any tier can be stalled, as before
         sched.skill._stall_below = float("inf")
     elif without == "trend":  # the belief only fades as a family trains; its mean stays
@@ -386,6 +391,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the stall test judges a family at any tier, not only under tier 1
     "no_stall_below": {"without": "stall_below"},
     "no_reach_trial": {"without": "reach_trial"},
+    # a probe call's readings are taken as they come, not less the shift they share
+    "no_shared_shift": {"without": "shared_shift"},
     "no_suspect_contrast": {"without": "suspect_contrast"},
     # a family is mastered by the belief alone, not also by its top tier's own outcomes
     "no_top_tier": {"without": "top_tier"},

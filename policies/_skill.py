@@ -134,6 +134,9 @@ _DRAW_SPREAD = 0.5
 # easiest tiers and pauses is learning the next (the torch learner's parity families pause
 # for hundreds of steps before the top tier; held to a trickle there, they took twice as
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
+# readings of a probe call at tiers the belief says surely fail, at least this many, before
+# their median reading above the belief is taken for a shift the whole call shares
+_SHIFT_READINGS = 16
 _STALL_BELOW = 1.0
 
 
@@ -207,6 +210,10 @@ class SkillModel:
         # whether an untried out-of-reach family takes a spare share (on_trial); the
         # ablation turns it off
         self._reach_trial = True
+        # whether a probe call's shared shift is taken off its readings (observe_probes);
+        # the ablation turns it off
+        self._shift = True
+        self.last_shift = 0.0  # the shift taken off the latest probe call's readings
         # the top tier's own recent outcomes: mastered where they pass, whatever the belief
         # (policies/_top_tier.py); the ablation turns it off
         self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
@@ -483,6 +490,9 @@ class SkillModel:
         ``step``; returns the families they touched, sorted and distinct."""
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
+        self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
+        if self.last_shift > 0.0:
+            scores = np.clip(scores - self.last_shift, 0.0, 1.0)
         self._changed()
         items = n.astype(np.float64)
         touched, owner = distinct(families, self._catalog.n_families)
@@ -490,6 +500,25 @@ class SkillModel:
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
         self.top_tier.probed(touched, owner, tiers, scores * items, items)
         return touched
+
+    def _shared_shift(self, families: IntArray, tiers: IntArray, scores: FloatArray) -> float:
+        """How far above the belief a probe call reads where the belief says the tier
+        surely fails: an evaluator that drifts (a judge grown lenient, a test set that
+        leaked) lifts every reading of a round alike, and a family far below a tier cannot
+        pass it, whatever it has learned. Their median reading above the prediction, where
+        at least ``_SHIFT_READINGS`` of them were read, else 0. "Surely" is the out-of-reach
+        test's: the tier's pass rate at ``confidence`` sds above the belief is under
+        ``reach_floor``. Only a rise is read: a fall shows where a tier surely passes,
+        which forgetting also does."""
+        cfg = self.config
+        mu, var = self.belief_at(families)
+        upper = expit(cfg.slope * (mu + cfg.confidence * np.sqrt(var) - tiers))
+        fails = upper < cfg.reach_floor
+        if np.count_nonzero(fails) < _SHIFT_READINGS:
+            return 0.0
+        chance = self._chance[families][fails]
+        expected = chance + (1.0 - chance) * expit(cfg.slope * (mu[fails] - tiers[fails]))
+        return max(float(np.median(scores[fails] - expected)), 0.0)
 
     def _test_slope(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -626,3 +628,65 @@ def test_a_flat_family_whose_top_tier_probes_rose_is_not_flat() -> None:
     assert not model.flat()[0]
     model._probe_rise = False  # the ablation: flat whatever the probes say
     assert model.flat()[0]
+
+
+def _wide(families: int = 40) -> Catalog:
+    return Catalog.synthetic(n_domains=4, families_per_domain=families // 4, n_tiers=4)
+
+
+def test_a_lift_every_reading_of_a_probe_call_shares_is_taken_off_them() -> None:
+    """An evaluator that drifts lifts every reading alike; where the belief says the tier
+    surely fails, the lift is all that reads, and it is taken off the whole call."""
+    cat = _wide()
+    shifted, plain = SkillModel(cat), SkillModel(cat)
+    plain._shift = False
+    for model in (shifted, plain):
+        _train_all(model, cat, tier=0, k=1, n=8)  # far below the top tier
+        _probe_all(model, cat, tier=3, scores=0.25)  # nothing passes there, but reads 0.25
+    assert shifted.last_shift == pytest.approx(0.25, abs=0.01)
+    assert plain.last_shift == 0.0
+    assert (shifted.belief()[0] < plain.belief()[0]).all()
+
+
+def test_readings_that_agree_with_the_belief_are_taken_as_they_come() -> None:
+    cat = _wide()
+    model, plain = SkillModel(cat), SkillModel(cat)
+    plain._shift = False
+    for m in (model, plain):
+        _train_all(m, cat, tier=0, k=1, n=8)
+        _probe_all(m, cat, tier=3, scores=0.0)
+    assert model.last_shift == 0.0
+    assert np.array_equal(model.belief()[0], plain.belief()[0])
+
+
+def test_a_fall_is_never_read_as_a_shift() -> None:
+    """Readings under what the belief expects are taken as they come: only a lift is
+    read (a fall where a tier surely passes may be forgetting)."""
+    cat = replace(_wide(), chance_success=np.full(40, 0.25))
+    model, plain = SkillModel(cat), SkillModel(cat)
+    plain._shift = False
+    for m in (model, plain):
+        _train_all(m, cat, tier=0, k=2, n=8)
+        _probe_all(m, cat, tier=3, scores=0.0)  # under the 0.25 that guessing passes
+    assert model.last_shift == 0.0
+    assert np.array_equal(model.belief()[0], plain.belief()[0])
+
+
+def test_too_few_surely_failing_readings_give_no_shift() -> None:
+    cat = _catalog()  # 10 families: under the 16 readings a shift is read from
+    model = SkillModel(cat)
+    _train_all(model, cat, tier=0, k=1, n=8)
+    _probe_all(model, cat, tier=3, scores=0.25)
+    assert model.last_shift == 0.0
+
+
+def test_only_the_surely_failing_readings_say_what_the_shift_is() -> None:
+    """Families that may pass the tier read what they read; the shift comes from the ones
+    the belief says cannot, and is taken off every reading."""
+    cat = _wide(48)
+    model = SkillModel(cat)
+    learned = np.arange(cat.n_families) < 16
+    for _ in range(3):
+        _probe_all(model, cat, tier=3, scores=np.where(learned, 1.0, 0.0))
+    _probe_all(model, cat, tier=3, scores=np.where(learned, 1.0, 0.125))
+    assert model.last_shift == pytest.approx(0.125, abs=0.01)
