@@ -690,3 +690,9 @@ def test_only_the_surely_failing_readings_say_what_the_shift_is() -> None:
         _probe_all(model, cat, tier=3, scores=np.where(learned, 1.0, 0.0))
     _probe_all(model, cat, tier=3, scores=np.where(learned, 1.0, 0.125))
     assert model.last_shift == pytest.approx(0.125, abs=0.01)
+
+
+def test_a_reading_clipped_at_one_is_taken_at_the_middle_of_what_it_allows() -> None:
+    """Under a lift of 0.2 a reading of 1 says only a rate between 0.8 and 1."""
+    got = SkillModel._unshifted(np.array([0.0, 0.5, 1.0]), 0.2)
+    assert got.tolist() == pytest.approx([0.0, 0.3, 0.9])
