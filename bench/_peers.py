@@ -69,6 +69,20 @@ class NumpyChoice:
         self.weights[drawn] = 0.5 + outcome
 
 
+def _counted_rates(
+    count: FloatArray, passed: FloatArray, drawn: IntArray, outcome: FloatArray
+) -> FloatArray:
+    """Check the outcomes, count them per drawn arm, and return the drawn arms' new
+    weights (a smoothed p(1 - p)): what every floor does after its draw."""
+    if outcome.shape != drawn.shape or not np.isfinite(outcome).all():
+        raise ValueError("outcomes must be finite, one per task")
+    np.add.at(count, drawn, 1.0)
+    np.add.at(passed, drawn, outcome)
+    rate = (passed[drawn] + 1.0) / (count[drawn] + 2.0)
+    weight: FloatArray = rate * (1.0 - rate) + 0.01
+    return weight
+
+
 class NumpyFloor:
     """The least a numpy step does: draw ``batch`` arms from a CDF, check their outcomes
     and count them per arm; with ``reweight``, also set the drawn arms' weights from their
@@ -84,13 +98,9 @@ class NumpyFloor:
 
     def step(self, outcome: FloatArray) -> None:
         drawn = np.searchsorted(self.cdf, self.rng.random(self.batch) * self.cdf[-1], "right")
-        if outcome.shape != drawn.shape or not np.isfinite(outcome).all():
-            raise ValueError("outcomes must be finite, one per task")
-        np.add.at(self.count, drawn, 1.0)
-        np.add.at(self.passed, drawn, outcome)
+        weight = _counted_rates(self.count, self.passed, drawn, outcome)
         if self.reweight:
-            rate = (self.passed[drawn] + 1.0) / (self.count[drawn] + 2.0)
-            self.weights[drawn] = rate * (1.0 - rate) + 0.01
+            self.weights[drawn] = weight
             self.cdf = np.cumsum(self.weights)
 
 
@@ -125,13 +135,8 @@ class NumpySumTree:
 
     def step(self, outcome: FloatArray) -> None:
         drawn = self._draw()
-        if outcome.shape != drawn.shape or not np.isfinite(outcome).all():
-            raise ValueError("outcomes must be finite, one per task")
-        np.add.at(self.count, drawn, 1.0)
-        np.add.at(self.passed, drawn, outcome)
-        rate = (self.passed[drawn] + 1.0) / (self.count[drawn] + 2.0)
         node = drawn + self.size
-        self.tree[node] = rate * (1.0 - rate) + 0.01
+        self.tree[node] = _counted_rates(self.count, self.passed, drawn, outcome)
         for _ in range(self.levels):
             node = np.unique(node >> 1)
             self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]

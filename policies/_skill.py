@@ -134,10 +134,10 @@ _DRAW_SPREAD = 0.5
 # easiest tiers and pauses is learning the next (the torch learner's parity families pause
 # for hundreds of steps before the top tier; held to a trickle there, they took twice as
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
+_STALL_BELOW = 1.0
 # readings of a probe call at tiers the belief says surely fail, at least this many, before
 # their median reading above the belief is taken for a shift the whole call shares
 _SHIFT_READINGS = 16
-_STALL_BELOW = 1.0
 
 
 def _clip(values: Any, low: Any, high: Any) -> Any:
