@@ -296,6 +296,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
             return compute(*args, **(kwargs | {"built": None}))
 
         sched.pipeline.compute = evenly  # type: ignore[method-assign]
+    elif without == "stalled_spare":  # a stalled family takes a spare share as the mastered
+        sched.pipeline.stalled_spare = 1.0
     elif without == "suspect_contrast":  # contrast draws only while the slope is untested
         sched.skill._suspect = float("inf")
     elif without == "reach_trial":  # an out-of-reach family never takes a spare share
@@ -386,6 +388,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_tempered_draw": {"without": "tempered_draw"},
     # a spare share split evenly over the mastered, not by the training it took to master
     "no_built_spare": {"without": "built_spare"},
+    # a stalled family takes a spare share at a mastered family's rate, not a quarter of it
+    "no_stalled_spare": {"without": "stalled_spare"},
     # training moves a belief's variance, not its mean by the family's recent rise
     "no_trend": {"without": "trend"},
     # the stall test judges a family at any tier, not only under tier 1

@@ -118,11 +118,21 @@ class FlagBoard:
         family is flagged: the mastered (their practice keeps what was learned), the
         merely stalled (they may still learn) and the out-of-reach not yet tried (a slow
         starter passes nothing at first); not the tried out-of-reach, flat or hacked."""
-        first = self.row("mastered").copy()
+        codes = self._idle_codes()
+        first: BoolArray = self.row("mastered") | (codes == _STALLED) | (codes == _UNTRIED)
+        return first
+
+    def stalled(self) -> BoolArray:
+        """bool [n_families]: idle because their tier stopped rising (they may still learn)."""
+        result: BoolArray = self._idle_codes() == _STALLED
+        return result
+
+    def _idle_codes(self) -> Int8Array:
+        """int8 [n_families]: why each family is idle as last read (0: it is not)."""
         for detector in self.detectors:
             if isinstance(detector, Idle) and detector.codes is not None:
-                first |= (detector.codes == _STALLED) | (detector.codes == _UNTRIED)
-        return first
+                return detector.codes
+        return np.zeros(self._catalog.n_families, dtype=np.int8)
 
     def row(self, name: str) -> BoolArray:
         """bool [n_families]: the flag ``name`` as last read."""

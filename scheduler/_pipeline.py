@@ -31,6 +31,11 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 _RELAX_ROUNDS = 40  # doublings of the flagged caps tried before the quotas give up
+# A stalled family's weight in a spare share, against a mastered family's 1 (per unit of
+# its cap, which is twice a mastered family's by default): about half a mastered family's
+# share. A stall is weaker evidence of something left to learn than mastery is of something
+# to keep, and a coin flip on a single tier is found only by its stall.
+_STALLED_SPARE = 0.25
 
 
 class WeightPipeline:
@@ -53,6 +58,7 @@ class WeightPipeline:
         self._any_compute = bool(catalog.domain_compute_basis.any())
         self._projected = ArrayMemo()  # the last quota projection, to skip a repeat of it
         self._held = ArrayMemo()  # the last flagged caps held to the batch (hold_flagged)
+        self.stalled_spare = _STALLED_SPARE  # 1.0: as a mastered family (the ablation)
         # no family takes more than this share while others can take the rest (fixed)
         self._ceiling = config.skill.max_weight / catalog.n_families
 
@@ -177,16 +183,17 @@ class WeightPipeline:
         self.computed_at = step
         self.episodes_since = 0
 
-    @staticmethod
     def _spare_weight(
-        flags: FlagBoard, evidence: ProbeEvidence, built: FloatArray | None
+        self, flags: FlagBoard, evidence: ProbeEvidence, built: FloatArray | None
     ) -> FloatArray:
         """float64 [n_families]: how the spare share of a batch the caps cannot fill is
-        split among the families that take it first (0: not one of them). The stalled and
-        the separate-skill mastered take it evenly; a mastered ladder family in proportion
+        split among the families that take it first (0: not one of them). The untried
+        out-of-reach and the separate-skill mastered take it evenly, the stalled at
+        ``stalled_spare`` of that; a mastered ladder family in proportion
         to ``built``, the training it took to master (its mean over them is 1): practice
         keeps what training built, and a family that came mastered was built by none."""
         weight = (flags.spare_first() | evidence.separate_mastered()).astype(np.float64)
+        weight[flags.stalled()] *= self.stalled_spare
         if built is None:
             return weight
         mastered = flags.row("mastered") & (weight > 0)

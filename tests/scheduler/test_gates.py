@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from domains import Catalog
+from policies import SkillConfig
+from scheduler import Scheduler
 from scheduler._breakers import CircuitBreakers
+from scheduler._flags import Idle
 from scheduler._gates import Gates
 
 
@@ -99,3 +102,41 @@ def test_the_default_scheduler_holds_the_last_unflagged_families_to_its_ceiling(
     np.testing.assert_allclose(family[[7, 42]], ceiling)
     assert family.sum() == pytest.approx(1.0)
     assert (family[mastered] > 0.05 / cat.n_families).all()  # the mastered take the rest
+
+
+def _every_family_flagged(stalled_spare: float | None = None) -> np.ndarray:
+    """The family shares of a scheduler whose families 0 and 1 are mastered (each built
+    alike) and 2 and 3 stalled: every family is flagged, so the caps leave a spare share."""
+    cat = Catalog.synthetic(1, 4, 2)
+    sched = Scheduler(cat, seed=0)
+    board = sched.flags
+    idle = next(d for d in board.detectors if isinstance(d, Idle))
+    names = [d.name for d in board.detectors]
+    board.flags[:] = False
+    board.flags[names.index("mastered"), :2] = True
+    board.flags[names.index("idle"), 2:] = True
+    idle._codes = np.array([0, 0, 3, 3], dtype=np.int8)  # 3: stalled
+    assert board.stalled().tolist() == [False, False, True, True]
+    if stalled_spare is not None:
+        sched.pipeline.stalled_spare = stalled_spare
+    sched.pipeline.compute(
+        np.ones(cat.n_arms), np.zeros(4, dtype=np.int64), board, sched.evidence,
+        sched.costs.cost, 1, built=np.ones(4),
+    )  # fmt: skip
+    assert sched.pipeline.weights is not None
+    return sched.pipeline.weights.family
+
+
+def test_a_stalled_family_takes_less_of_a_spare_share_than_a_mastered_one() -> None:
+    """A stall is weaker evidence of something left to learn than mastery is of something
+    to keep (and a coin flip on one tier is found only by its stall): the stalled take
+    some of the spare share, about half of a mastered family's, though their cap is twice
+    theirs."""
+    family = _every_family_flagged()
+    assert family.sum() == pytest.approx(1.0)
+    mastered, stalled = family[:2], family[2:]
+    np.testing.assert_allclose(mastered[0], mastered[1])
+    assert stalled.max() < 0.6 * mastered.min()
+    assert stalled.min() > SkillConfig().stalled_weight / 4  # above its cap: it takes some
+    as_mastered = _every_family_flagged(stalled_spare=1.0)  # the ablation: by cap alone
+    assert as_mastered[2:].min() > as_mastered[:2].max()
