@@ -290,12 +290,9 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         nobody = np.zeros(catalog.n_families, dtype=bool)
         sched.flags.spare_first = lambda: nobody  # type: ignore[method-assign]
     elif without == "built_spare":  # the mastered take a spare share evenly, as before
-        compute = sched.pipeline.compute
-
-        def evenly(*args: Any, **kwargs: Any) -> Any:
-            return compute(*args, **(kwargs | {"built": None}))
-
-        sched.pipeline.compute = evenly  # type: ignore[method-assign]
+        sched.pipeline.built_spare = False
+    elif without == "built_cap":  # every mastered family keeps the whole mastered cap
+        sched.pipeline.built_cap = False
     elif without == "stalled_spare":  # a stalled family takes a spare share as the mastered
         sched.pipeline.stalled_spare = 1.0
     elif without == "suspect_contrast":  # contrast draws only while the slope is untested
@@ -388,6 +385,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_tempered_draw": {"without": "tempered_draw"},
     # a spare share split evenly over the mastered, not by the training it took to master
     "no_built_spare": {"without": "built_spare"},
+    # every mastered family keeps the whole mastered cap, not in proportion to its training
+    "no_built_cap": {"without": "built_cap"},
     # a stalled family takes a spare share at a mastered family's rate, not a quarter of it
     "no_stalled_spare": {"without": "stalled_spare"},
     # training moves a belief's variance, not its mean by the family's recent rise

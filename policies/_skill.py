@@ -83,6 +83,13 @@ class SkillConfig:
     # oscillated and never mastered it)
     max_weight: float = 8.0
 
+    @property
+    def trial(self) -> float:
+        """Training episodes that try a family: enough to judge how fast it learns
+        (``SkillModel.stalled``), to write it off (``on_trial``), or to have built what a
+        mastered family's practice keeps (the scheduler's mastered caps)."""
+        return max(self.patience / 4, 1.0)
+
     def __post_init__(self) -> None:
         for field in fields(self):  # every setting is a number: name the one that is not
             value = getattr(self, field.name)
@@ -379,7 +386,7 @@ class SkillModel:
     def tried(self) -> BoolArray:
         """bool [n_families]: trained a quarter of ``patience`` episodes or more: enough to
         judge how fast the family learns (``stalled``) or to write it off (``on_trial``)."""
-        result: BoolArray = self.episodes >= max(self.config.patience / 4, 1.0)
+        result: BoolArray = self.episodes >= self.config.trial
         return result
 
     def on_trial(self) -> BoolArray:

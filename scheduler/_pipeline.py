@@ -59,6 +59,8 @@ class WeightPipeline:
         self._projected = ArrayMemo()  # the last quota projection, to skip a repeat of it
         self._held = ArrayMemo()  # the last flagged caps held to the batch (hold_flagged)
         self.stalled_spare = _STALLED_SPARE  # 1.0: as a mastered family (the ablation)
+        self.built_spare = True  # False: the mastered split a spare share evenly (ablation)
+        self.built_cap = True  # False: every mastered family keeps the whole cap (ablation)
         # no family takes more than this share while others can take the rest (fixed)
         self._ceiling = config.skill.max_weight / catalog.n_families
 
@@ -99,7 +101,7 @@ class WeightPipeline:
         # yet tried take the spare share first: flat, hacked and tried out-of-reach
         # families teach nothing
         first = self._spare_weight(flags, evidence, built)
-        caps = self._hold(base, self._flag_caps(flags, evidence), first)
+        caps = self._hold(base, self._flag_caps(flags, evidence, built), first)
         for attempt in range(_RELAX_ROUNDS):
             try:
                 family, self.compute_ratio = self._project(
@@ -194,7 +196,7 @@ class WeightPipeline:
         keeps what training built, and a family that came mastered was built by none."""
         weight = (flags.spare_first() | evidence.separate_mastered()).astype(np.float64)
         weight[flags.stalled()] *= self.stalled_spare
-        if built is None:
+        if built is None or not self.built_spare:
             return weight
         mastered = flags.row("mastered") & (weight > 0)
         mean = float(built[mastered].mean()) if mastered.any() else 0.0
@@ -202,13 +204,24 @@ class WeightPipeline:
             weight[mastered] = built[mastered] / mean
         return weight
 
-    def _flag_caps(self, flags: FlagBoard, evidence: ProbeEvidence) -> FloatArray:
-        """float64 [n_families]: the share cap of each flagged family (inf: not flagged)."""
+    def _flag_caps(
+        self, flags: FlagBoard, evidence: ProbeEvidence, built: FloatArray | None
+    ) -> FloatArray:
+        """float64 [n_families]: the share cap of each flagged family (inf: not flagged).
+
+        A mastered ladder family's cap scales with ``built``, the training it took to
+        master, up to a trial's worth (``SkillConfig.trial``; at least one episode's):
+        practice keeps what training built, and a family that came mastered was built by
+        none, so it keeps a trickle of its trickle. A fall in its probes or its outcomes
+        clears the flag as before."""
         cat, sk = self._catalog, self.config.skill
         n = cat.n_families
         cap = np.full(n, np.inf)
         cap[flags.row("idle")] = sk.stalled_weight / n
-        cap[flags.row("mastered")] = sk.mastered_weight / n
+        mastered = flags.row("mastered")
+        cap[mastered] = sk.mastered_weight / n
+        if built is not None and self.built_cap:
+            cap[mastered] *= np.minimum(np.maximum(built[mastered], 1.0) / sk.trial, 1.0)
         cap[evidence.separate_mastered()] = self.config.tiers.mastered_weight / n
         cap[flags.row("suspected_reward_hacking")] = sk.hacked_weight / n
         return cap

@@ -346,7 +346,7 @@ def test_many_episodes_a_batch_of_a_family_learning_bottom_up_do_not_read_as_a_f
 def test_built_counts_the_training_before_mastery_and_a_saturated_batch_follows_it() -> None:
     """Episodes count in ``built`` only while the top tier is not mastered; when every
     family is mastered, the spare share goes by it, so a family that came mastered (built
-    by no training) keeps only its cap."""
+    by no training) keeps only its cap, a trickle of the mastered cap."""
     cat = _catalog(tiers=2)
     sched = Scheduler(cat, seed=0)
     sk = sched.skill
@@ -362,8 +362,9 @@ def test_built_counts_the_training_before_mastery_and_a_saturated_batch_follows_
     sched.pipeline.invalidate()
     family = sched.weights().family
     cap = sched.config.skill.mastered_weight / cat.n_families
-    np.testing.assert_allclose(family[2:], cap)  # mastered with no training: the cap only
-    spare = 1.0 - cat.n_families * cap
+    trickle = cap / sched.config.skill.trial  # built by none: counted as one episode
+    np.testing.assert_allclose(family[2:], trickle)  # mastered with no training: the cap only
+    spare = 1.0 - 2 * cap - (cat.n_families - 2) * trickle
     np.testing.assert_allclose(family[:2], cap + spare * np.array([0.75, 0.25]))
     older = {k: v for k, v in sk.state_dict().items() if k != "built"}  # a state from before
     other = SkillModel(cat)

@@ -106,7 +106,8 @@ def test_the_default_scheduler_holds_the_last_unflagged_families_to_its_ceiling(
 
 def _every_family_flagged(stalled_spare: float | None = None) -> np.ndarray:
     """The family shares of a scheduler whose families 0 and 1 are mastered (each built
-    alike) and 2 and 3 stalled: every family is flagged, so the caps leave a spare share."""
+    alike, by more than a trial) and 2 and 3 stalled: every family is flagged, so the
+    caps leave a spare share."""
     cat = Catalog.synthetic(1, 4, 2)
     sched = Scheduler(cat, seed=0)
     board = sched.flags
@@ -121,7 +122,7 @@ def _every_family_flagged(stalled_spare: float | None = None) -> np.ndarray:
         sched.pipeline.stalled_spare = stalled_spare
     sched.pipeline.compute(
         np.ones(cat.n_arms), np.zeros(4, dtype=np.int64), board, sched.evidence,
-        sched.costs.cost, 1, built=np.ones(4),
+        sched.costs.cost, 1, built=np.full(4, 100.0),
     )  # fmt: skip
     assert sched.pipeline.weights is not None
     return sched.pipeline.weights.family
@@ -140,3 +141,39 @@ def test_a_stalled_family_takes_less_of_a_spare_share_than_a_mastered_one() -> N
     assert stalled.min() > SkillConfig().stalled_weight / 4  # above its cap: it takes some
     as_mastered = _every_family_flagged(stalled_spare=1.0)  # the ablation: by cap alone
     assert as_mastered[2:].min() > as_mastered[:2].max()
+
+
+def _two_mastered(built: np.ndarray, built_cap: bool = True) -> np.ndarray:
+    """The family shares of 100 families, of which 0 and 1 are mastered and the rest
+    unflagged (the caps bind: no spare share), the mastered built by ``built``."""
+    cat = Catalog.synthetic(4, 25, 3)
+    sched = Scheduler(cat, seed=0)
+    board = sched.flags
+    board.flags[:] = False
+    board.flags[[d.name for d in board.detectors].index("mastered"), :2] = True
+    sched.pipeline.built_cap = built_cap
+    full = np.zeros(cat.n_families)
+    full[:2] = built
+    sched.pipeline.compute(
+        np.ones(cat.n_arms), np.zeros(cat.n_families, dtype=np.int64), board, sched.evidence,
+        sched.costs.cost, 1, built=full,
+    )  # fmt: skip
+    assert sched.pipeline.weights is not None
+    return sched.pipeline.weights.family
+
+
+def test_a_mastered_family_keeps_practice_in_proportion_to_the_training_that_built_it() -> None:
+    """Practice keeps what training built: a family that came mastered (no training
+    built it) keeps a trickle of the mastered cap, one mastered after a trial's worth of
+    training keeps the whole cap, and one between them its share of a trial."""
+    sk = SkillConfig()
+    cap = sk.mastered_weight / 100
+    family = _two_mastered(np.array([0.0, 4 * sk.trial]))
+    assert family[1] == pytest.approx(cap)
+    assert family[0] == pytest.approx(cap / sk.trial)  # counted as one episode's worth
+    half = _two_mastered(np.array([sk.trial / 2, sk.trial]))
+    assert half[0] == pytest.approx(cap / 2)
+    assert half[1] == pytest.approx(cap)
+    assert family.sum() == pytest.approx(1.0)
+    even = _two_mastered(np.array([0.0, 4 * sk.trial]), built_cap=False)  # the ablation
+    np.testing.assert_allclose(even[:2], cap)

@@ -300,7 +300,9 @@ def test_a_domain_min_share_still_lifts_its_flagged_families() -> None:
     assert sched.mastered.tolist() == [True, True, False, False]
     w = sched.weights()
     assert w.domain[0] == pytest.approx(0.3, abs=1e-3)  # the quota holds ...
-    assert w.family[0] == pytest.approx(w.family[1])  # ... spread evenly over the flagged
+    # ... lifting both flagged families far above their caps (a mastered family's cap
+    # follows the training that built it: the two may differ)
+    assert w.family[:2].min() > 0.1
     assert not any(e.kind == "quota_unreachable" for e in sched.drain_events())
 
 
