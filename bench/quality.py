@@ -293,6 +293,10 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         sched.pipeline.built_spare = False
     elif without == "built_cap":  # every mastered family keeps the whole mastered cap
         sched.pipeline.built_cap = False
+    elif without == "stall":  # no family is ever stalled (patience's other uses stay)
+        never = np.zeros(catalog.n_families, dtype=bool)
+        never.setflags(write=False)
+        sched.skill.stalled = lambda: never  # type: ignore[method-assign]
     elif without == "stalled_spare":  # a stalled family takes a spare share as the mastered
         sched.pipeline.stalled_spare = 1.0
     elif without == "suspect_contrast":  # contrast draws only while the slope is untested
@@ -371,8 +375,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_contrast": {"skill": {"contrast": 0.0}},  # no draws beside the tier for the slope
     "no_flat": {"skill": {"flat_z": 1e9}},  # coin flips are not flagged
     "no_reach": {"skill": {"reach_floor": 1e-12}},  # families failing tier 0 are not idled
-    "no_stall": {"skill": {"patience": 10**9}},  # plateaus keep a full share
-    "no_mastered": {"skill": {"mastered_weight": 1.0}},  # mastered families too
+    "no_stall": {"without": "stall"},  # plateaus keep a full share
+    # mastered families too (with the built cap off: it scales the mastered cap)
+    "no_mastered": {"skill": {"mastered_weight": 1.0}, "without": "built_cap"},
     "no_hack": {"skill": {"hacked_weight": 1.0}},  # training far above probes: no cap
     "no_drift": {"skill": {"drift": 0.0}},  # evidence never fades
     "learning_progress": {"policy": "learning_progress"},  # LP weights on top
