@@ -161,8 +161,9 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
     uri = args.tracking_uri or Settings.load(args.config).tracking_uri
     # SIGTERM and SIGHUP (kill PID, a closed terminal) stop it as Ctrl-C does: the server's
-    # whole process group goes, and its log with it.
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # whole process group goes, and its log with it. SIGINT is handled here too: Python
+    # leaves it ignored where the parent ignored it (a job started with `&` by a script).
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _raise_stop)
     try:
         server = start_ui_server(uri, port=args.port)
