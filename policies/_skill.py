@@ -67,7 +67,7 @@ class SkillConfig:
     drift: float = 0.02  # variance added per training episode (skill moves as it trains)
     mastered_at: float = 0.9  # top-tier pass rate that counts as mastered ...
     confidence: float = 0.5  # ... at this many standard deviations of the belief
-    patience: int = 96  # training episodes of no skill gain before a family is stalled
+    patience: int = 128  # training episodes of no skill gain before a family is stalled
     min_gain: float = 0.25  # rise in skill (tiers) that counts as a new best
     reach_floor: float = 0.05  # tier 0 passing under this (confidently): out of reach
     contrast: float = 0.2  # share of an undecided family's draws at the tier beside its own
@@ -87,10 +87,8 @@ class SkillConfig:
     def trial(self) -> float:
         """Training episodes that try a family: enough to judge how fast it learns
         (``SkillModel.stalled``), to write it off (``on_trial``), or to have built what a
-        mastered family's practice keeps (the scheduler's mastered caps). ``_TRIAL``, or
-        ``patience`` where that is shorter: what a slow starter needs before it passes
-        at all is not how long a plateau must last before it is a dead end."""
-        return max(min(_TRIAL, float(self.patience)), 1.0)
+        mastered family's practice keeps (the scheduler's mastered caps)."""
+        return max(self.patience / 4, 1.0)
 
     def __post_init__(self) -> None:
         for field in fields(self):  # every setting is a number: name the one that is not
@@ -125,11 +123,6 @@ class SkillConfig:
                 raise ValueError(f"skill.{name}: must be >= 0, got {value!r}")
 
 
-# Training episodes that try a family (SkillConfig.trial). A quarter of patience until
-# patience went from 128 to 96 (2026-12-06); at 24 the ladder student's slow starters,
-# which pass nothing for their first 20-30 episodes, were written off before they passed
-# (docs/policies.md), so the trial stayed at 32.
-_TRIAL = 32.0
 _NEWTON_STEPS = 5
 _CONVERGED = 1e-6  # tiers: a Newton step smaller than this for every family ends the update
 _MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
@@ -391,9 +384,8 @@ class SkillModel:
         return result
 
     def tried(self) -> BoolArray:
-        """bool [n_families]: trained a trial's episodes (``SkillConfig.trial``) or more:
-        enough to judge how fast the family learns (``stalled``) or to write it off
-        (``on_trial``)."""
+        """bool [n_families]: trained a quarter of ``patience`` episodes or more: enough to
+        judge how fast the family learns (``stalled``) or to write it off (``on_trial``)."""
         result: BoolArray = self.episodes >= self.config.trial
         return result
 

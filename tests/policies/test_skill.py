@@ -407,12 +407,9 @@ def test_a_family_past_tier_1_that_pauses_is_on_a_plateau_not_stalled() -> None:
     assert model.stalled().all()
 
 
-def _out_of_reach_among_mastered(
-    trial: bool = True, untried: float | None = None
-) -> tuple[Scheduler, float]:
-    """Families 0 and 1 out of reach, 0 not yet tried (``untried`` episodes, default a
-    trial's less one); the rest mastered. Returns the scheduler and the out-of-reach
-    cap."""
+def _out_of_reach_among_mastered(trial: bool = True) -> tuple[Scheduler, float]:
+    """Families 0 and 1 out of reach, 0 not yet tried; the rest mastered. Returns the
+    scheduler and the out-of-reach cap."""
     cat = _catalog()
     sched = Scheduler(cat, seed=0)
     sk = sched.skill
@@ -420,7 +417,7 @@ def _out_of_reach_among_mastered(
     mu = np.full(10, 6.0)  # mastered
     mu[[0, 1]] = -3.0  # out of reach
     episodes = np.full(10, 200.0)
-    episodes[0] = sk.config.trial - 1 if untried is None else untried  # not yet tried
+    episodes[0] = sk.config.patience / 4 - 1  # not yet tried
     state = sk.state_dict()
     state.update(
         train_mu=mu, probe_mu=mu, slow_mu=mu, train_var=np.full(10, 0.05),
@@ -432,7 +429,7 @@ def _out_of_reach_among_mastered(
 
 def test_an_out_of_reach_family_takes_a_spare_share_until_it_has_been_tried() -> None:
     """A slow starter passes nothing at first, as an impossible family does: before a
-    trial's episodes it shares a saturated batch's spare share with the
+    quarter of ``patience`` episodes it shares a saturated batch's spare share with the
     mastered; once tried, it keeps only its cap."""
     sched, cap = _out_of_reach_among_mastered()
     sk, names = sched.skill, sched.catalog.family_names
@@ -450,20 +447,6 @@ def test_an_out_of_reach_family_takes_a_spare_share_until_it_has_been_tried() ->
     # bench/quality.py's no_reach_trial: no spare share for it either
     ablated, _ = _out_of_reach_among_mastered(trial=False)
     assert ablated.weights().family[0] == pytest.approx(cap)
-
-
-def test_a_trial_is_32_episodes_whatever_the_patience_beyond_it() -> None:
-    """What a slow starter needs before it passes at all is not how long a plateau must
-    last: at the default ``patience`` (96) an out-of-reach family with 30 episodes is
-    still on trial (a quarter of it, 24, wrote the ladder student's slow starters off
-    before they passed); where ``patience`` is shorter, a family is tried at it."""
-    assert SkillConfig().patience == 96
-    assert SkillConfig().trial == SkillConfig(patience=400).trial == 32
-    assert SkillConfig(patience=16).trial == 16
-    sched, _ = _out_of_reach_among_mastered(untried=30.0)
-    np.testing.assert_array_equal(sched.skill.on_trial(), np.arange(10) == 0)
-    sched, _ = _out_of_reach_among_mastered(untried=32.0)
-    assert not sched.skill.on_trial().any()
 
 
 def test_a_slope_half_way_to_flat_keeps_its_contrast_draws() -> None:
