@@ -73,9 +73,8 @@ class SkillConfig:
     contrast: float = 0.2  # share of an undecided family's draws at the tier beside its own
     flat_z: float = 4.0  # the slope's score test this many standard errors flat: flat
     hack_z: float = 3.0  # training above probes by this many sds beyond the median gap
-    # share caps of flagged families, in uniform shares (a trickle keeps evidence coming;
-    # a mastered family's is scaled by the training that built it, WeightPipeline)
-    mastered_weight: float = 0.1
+    # share caps of flagged families, in uniform shares (a trickle keeps evidence coming)
+    mastered_weight: float = 0.05
     stalled_weight: float = 0.1
     hacked_weight: float = 0.01
     # and of any family: at most this many uniform shares while others can take the rest

