@@ -293,10 +293,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         sched.pipeline.built_spare = False
     elif without == "built_cap":  # every mastered family keeps the whole mastered cap
         sched.pipeline.built_cap = False
-    elif without == "stall":  # no family is ever stalled (patience's other uses stay)
-        never = np.zeros(catalog.n_families, dtype=bool)
-        never.setflags(write=False)
-        sched.skill.stalled = lambda: never  # type: ignore[method-assign]
+    elif without == "stall":  # no tier is low enough to stall at (patience's other uses stay)
+        sched.skill._stall_below = float("-inf")
     elif without == "stalled_spare":  # a stalled family takes a spare share as the mastered
         sched.pipeline.stalled_spare = 1.0
     elif without == "suspect_contrast":  # contrast draws only while the slope is untested
