@@ -313,6 +313,8 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
         sched.skill._direct_top = False
     elif without == "probe_rise":  # a flat family stays flat whatever its top-tier probes
         sched.skill._probe_rise = False
+    elif without == "under_top":  # top-tier probes under the training below: flat as read
+        sched.skill._under_top = False
     elif without == "tempered_draw":  # tiers by a Thompson draw at the belief's whole spread
         sched.skill._draw_spread = 1.0
     elif without is not None:
@@ -404,6 +406,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_top_tier": {"without": "top_tier"},
     # a flat family whose top-tier probes rose since its first ones is flat all the same
     "no_probe_rise": {"without": "probe_rise"},
+    # a flat-reading family whose top-tier probes fail where its easier tiers pass is flat
+    # all the same, and its contrast draws go beside its tier
+    "no_under_top": {"without": "under_top"},
 }
 
 

@@ -128,7 +128,8 @@ _CONVERGED = 1e-6  # tiers: a Newton step smaller than this for every family end
 _MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
 _REACH = 3.0
 _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
-_RISE_Z = 3.0  # standard errors of a rise in the top-tier probes that exempt from flat()
+_RISE_Z = 3.0  # standard errors of a rise in the top-tier probes, or of their fall under the
+# training below the top, that exempt a family from flat()
 _SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
 _SUSPECT = 0.5  # a slope this share of flat_z flat keeps its contrast draws (slope_undecided)
 _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
@@ -228,6 +229,10 @@ class SkillModel:
         # whether a rise in a family's top-tier probes exempts it from flat(); the ablation
         # turns it off
         self._probe_rise = True
+        # whether top-tier probes that fail where the training under the top passes exempt
+        # a family from flat() and take its contrast draws to the top tier; the ablation
+        # turns it off
+        self._under_top = True
         self._work = Workspace()  # a probe round's work arrays (_newton_each)
 
     # ------------------------------------------------------------------ beliefs
@@ -296,16 +301,22 @@ class SkillModel:
         """A tier for each task: sample the skill from the belief with its spread halved
         (a tempered Thompson draw), take the tier nearest target; a ``contrast`` share of
         the tasks of a family whose slope is still undecided go one tier below it (above
-        at tier 0), so the flatness test gets evidence."""
+        at tier 0), so the flatness test gets evidence. Those of a family that reads flat
+        but whose top-tier probes fail where its easier tiers pass (``under_top``) go to
+        its top tier instead: a learner fails there in training too, and a hack passes."""
         mu, var = self.belief_at(families)
         spread = self._draw_spread * np.sqrt(var)
         theta = mu + spread * rng.standard_normal(families.shape[0])
         tier = self._tier_for(theta, families)
         if self.config.contrast > 0:
-            undecided = self.slope_undecided(families)
+            z, info = self._slope_z(families)
+            undecided = self._undecided(z, info)
             side = undecided & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
+            if self._under_top:
+                odd = self._reads_flat(z, info) & self.top_tier.under_top(_RISE_Z, families)
+                beside = np.where(odd, top, beside)
             tier = np.where(side, beside, tier)
         return tier
 
@@ -316,11 +327,20 @@ class SkillModel:
         flip, whatever its tier; difficulty makes no difference, so nothing is taught.
         Unless its top-tier probes have risen since its first ones (``TopTierCounts.risen``):
         a network that has partly learned a nested task's top rule passes every tier alike,
-        and it is learning."""
+        and it is learning. Nor when its top-tier probes fail where its training under the
+        top passes (``TopTierCounts.under_top``): its pass rate falls with the tier, as a
+        ladder's does whose tiers 0 and 1, where it trains, pass alike."""
         z, info = self._slope_z()
-        result: BoolArray = (info >= _SLOPE_INFO_MIN) & (z < -self.config.flat_z)
+        result = self._reads_flat(z, info)
         if self._probe_rise:
             result &= ~self.top_tier.risen(_RISE_Z)
+        if self._under_top:
+            result &= ~self.top_tier.under_top(_RISE_Z)
+        return result
+
+    def _reads_flat(self, z: FloatArray, info: FloatArray) -> BoolArray:
+        """bool: the slope's score test (``_slope_z``'s z and information) reads flat."""
+        result: BoolArray = (info >= _SLOPE_INFO_MIN) & (z < -self.config.flat_z)
         return result
 
     def idle(self) -> BoolArray:
@@ -336,6 +356,9 @@ class SkillModel:
         about as the belief predicts, so once the first evidence was in, a coin flip's
         test crept toward ``flat_z`` for a hundred steps while it took a full share."""
         z, info = self._slope_z(families)
+        return self._undecided(z, info)
+
+    def _undecided(self, z: FloatArray, info: FloatArray) -> BoolArray:
         suspect = z < -self._suspect * self.config.flat_z
         result: BoolArray = (info < _SLOPE_INFO_MIN) | suspect
         return result

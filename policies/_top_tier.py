@@ -10,7 +10,11 @@ outcome at their top tier touched, so reading it costs one index.
 
 It also keeps each family's first ``_START`` top-tier probe items apart (``start``), so
 ``risen`` can tell a family whose top tier has come to pass more often since then from one
-that passes as it always did (a coin flip): the flatness test reads both as flat.
+that passes as it always did (a coin flip): the flatness test reads both as flat. And it
+keeps the recent training under the top tier (``below``), so ``under_top`` can tell a
+family whose held-out top tier fails where its easier tiers pass (a learner, whatever the
+one-slope belief's test reads) from a coin flip, which passes its top tier as it passes
+the rest.
 """
 
 from __future__ import annotations
@@ -33,13 +37,29 @@ _FADE = 1.0 - 1.0 / 32.0
 _Z = 1.2815515655446004
 _TRAIN, _PROBE = 0, 2  # rows of the passed counts; the counts run are the row after
 _START = 64.0  # the first top-tier probe items of a family, kept apart (``start``)
-_RECENT_MIN = 16.0  # recent probe items ``risen`` needs
+_RECENT_MIN = 16.0  # recent probe items ``risen`` needs (and ``under_top``, of each side)
+# ``under_top``: a hack passes the top tier in training where its probes fail, so a family
+# whose top tier's own training (this many episodes at least) passes above its probes by
+# this many standard errors is not taken for a learner
+_HACK_MIN = 4.0
+_HACK_Z = 2.0
+
+
+def _above(a: FloatArray, b: FloatArray, z: float) -> BoolArray:
+    """bool: the pass rate of counts ``a`` (passed, run: [2, ...]) above that of ``b`` by
+    ``z`` standard errors (each rate's own binomial error)."""
+    pa = a[0] / np.maximum(a[1], 1e-12)
+    pb = b[0] / np.maximum(b[1], 1e-12)
+    var = pa * (1.0 - pa) / np.maximum(a[1], 1e-12) + pb * (1.0 - pb) / np.maximum(b[1], 1e-12)
+    result: BoolArray = pa - pb > z * np.sqrt(var + 1e-12)
+    return result
 
 
 class TopTierCounts:
     """float64 [4, n_families] ``counts``: the top tier's training episodes passed and run,
     and its probe items passed and probed, fading; bool [n_families] ``passed``: the
-    verdict read from them."""
+    verdict read from them; float64 [2, n_families] ``below``: the training episodes under
+    the top tier, passed and run, fading."""
 
     def __init__(self, catalog: Catalog, mastered_at: float) -> None:
         self._catalog = catalog
@@ -51,6 +71,7 @@ class TopTierCounts:
         self.passed = np.zeros(catalog.n_families, dtype=bool)
         # float64 [2, n_families]: the first _START top-tier probe items, passed and probed
         self.start = np.zeros((2, catalog.n_families))
+        self.below = np.zeros((2, catalog.n_families))
 
     def trained(self, arms: IntArray, k: FloatArray, n: FloatArray) -> None:
         """Training passes ``k`` of ``n`` at these distinct arms (one top arm a family, so
@@ -59,6 +80,15 @@ class TopTierCounts:
         if at_top.any():
             family = self._catalog.family_of_arm[arms[at_top]]
             self._add(_TRAIN, family, k[at_top], n[at_top])
+        if not at_top.all():
+            under = ~at_top
+            family, owner = np.unique(self._catalog.family_of_arm[arms[under]], return_inverse=True)
+            run = np.bincount(owner, weights=n[under], minlength=family.shape[0])
+            passed = np.bincount(owner, weights=k[under], minlength=family.shape[0])
+            both = self.below[:, family] * _FADE**run
+            both[0] += passed
+            both[1] += run
+            self.below[:, family] = both
 
     def probed(
         self, families: IntArray, owner: IntArray, tiers: IntArray, k: FloatArray, n: FloatArray
@@ -85,14 +115,26 @@ class TopTierCounts:
         than the family's first ``_START`` probe items, by ``z`` standard errors. The
         evaluator keeps probing a family however small its share, so this has the power
         that a held family's trickle of training lacks."""
-        start_k, start_n = self.start
-        recent_k, recent_n = self.counts[_PROBE], self.counts[_PROBE + 1]
-        p0 = start_k / np.maximum(start_n, 1e-12)
-        p1 = recent_k / np.maximum(recent_n, 1e-12)
-        var = p0 * (1.0 - p0) / np.maximum(start_n, 1e-12)
-        var += p1 * (1.0 - p1) / np.maximum(recent_n, 1e-12)
-        enough = (start_n >= _START) & (recent_n >= _RECENT_MIN)
-        result: BoolArray = enough & (p1 - p0 > z * np.sqrt(var + 1e-12))
+        recent = self.counts[_PROBE : _PROBE + 2]
+        enough = (self.start[1] >= _START) & (recent[1] >= _RECENT_MIN)
+        result: BoolArray = enough & _above(recent, self.start, z)
+        return result
+
+    def under_top(self, z: float, families: IntArray | None = None) -> BoolArray:
+        """bool [n_families] (or of ``families``): the recent top-tier probes pass less
+        often than the recent training under the top tier, by ``z`` standard errors, and
+        the top tier's own training does not pass where its probes fail (a hack passes
+        every tier in training). The pass rate falls with the tier, so the family is
+        learning, whatever the one-slope belief's test reads: a ladder whose tiers 0 and 1
+        pass alike, trained there, reads flat to it. A coin flip passes its top tier as it
+        passes the rest."""
+        counts = self.counts if families is None else self.counts[:, families]
+        below = self.below if families is None else self.below[:, families]
+        probe = counts[_PROBE : _PROBE + 2]
+        top = counts[_TRAIN : _TRAIN + 2]
+        enough = (below[1] >= _RECENT_MIN) & (probe[1] >= _RECENT_MIN)
+        hack = (top[1] >= _HACK_MIN) & _above(top, probe, _HACK_Z)
+        result: BoolArray = enough & _above(below, probe, z) & ~hack
         return result
 
     def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:
@@ -118,14 +160,18 @@ class TopTierCounts:
         return result
 
     def state_dict(self) -> dict[str, Any]:
-        return {"top_tier": self.counts.copy(), "top_tier_start": self.start.copy()}
+        return {
+            "top_tier": self.counts.copy(),
+            "top_tier_start": self.start.copy(),
+            "top_tier_below": self.below.copy(),
+        }
 
-    def checked(self, state: dict[str, Any]) -> tuple[FloatArray, FloatArray]:
-        """The counts and start of ``state``, checked (ValueError naming the field), not
-        yet applied."""
+    def checked(self, state: dict[str, Any]) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """The counts, start and below of ``state``, checked (ValueError naming the field),
+        not yet applied."""
         n = self._catalog.n_families
         parts = []
-        for name, rows in (("top_tier", 4), ("top_tier_start", 2)):
+        for name, rows in (("top_tier", 4), ("top_tier_start", 2), ("top_tier_below", 2)):
             if name not in state:
                 raise ValueError(f"skill.{name}: missing")
             values = np.asarray(state[name], dtype=np.float64)
@@ -136,8 +182,8 @@ class TopTierCounts:
             parts.append(values.copy())
         if (parts[1][1] > _START).any():
             raise ValueError(f"skill.top_tier_start: more than {_START:g} items probed")
-        return parts[0], parts[1]
+        return parts[0], parts[1], parts[2]
 
-    def apply(self, checked: tuple[FloatArray, FloatArray]) -> None:
-        self.counts, self.start = checked
+    def apply(self, checked: tuple[FloatArray, FloatArray, FloatArray]) -> None:
+        self.counts, self.start, self.below = checked
         self.passed = self._verdict(self.counts, self._need)

@@ -39,6 +39,10 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
 8. the skill model's ``top_tier_start`` (float64 [2, n_families]: each family's first 64
    top-tier probe items, passed and probed) is new. A format-7 state starts it at zero:
    the first items after the resume are each family's start.
+9. the skill model's ``top_tier_below`` (float64 [2, n_families]: the training episodes
+   under each family's top tier, passed and run, fading) is new. A format-8 state starts
+   it at zero: no family's top-tier probes read under its training until it has trained
+   under the top again.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 8
+STATE_FORMAT = 9
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -206,6 +210,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "the skill model's counts of its top tier", _zero_skill_rows("top_tier", 4)),
     Migration(
         7, "the skill model's first top-tier probe items", _zero_skill_rows("top_tier_start", 2)
+    ),
+    Migration(
+        8, "the skill model's training under the top tier", _zero_skill_rows("top_tier_below", 2)
     ),
 )
 

@@ -631,6 +631,75 @@ def test_a_flat_family_whose_top_tier_probes_rose_is_not_flat() -> None:
     assert model.flat()[0]
 
 
+def _two_tiers_alike(model: SkillModel, top_probe: tuple[float, float], rounds: int = 24) -> None:
+    """Two families of a 4-tier catalog train at tiers 0 and 1 alike, passing 80 % at
+    each (the one-slope belief reads that flat), and their top tier is probed every fourth
+    round, reading ``top_probe`` (one per family)."""
+    cat = model._catalog
+    rng = np.random.default_rng(0)
+    for i in range(rounds):
+        for family in (0, 1):
+            for tier in (0, 1):
+                arm = np.full(8, cat.arm_start[family] + tier, dtype=np.int64)
+                model.observe_training(arm, (rng.random(8) < 0.8).astype(np.float64))
+        if i % 4 == 0:
+            model.observe_probes(
+                np.array([0, 1]), np.array([3, 3]), np.array(top_probe), np.full(2, 8)
+            )
+
+
+def test_top_tier_probes_failing_where_the_tiers_below_pass_read_under_top() -> None:
+    """Training under the top passes 80 %: a top tier probed at 10 % reads under it (the
+    pass rate falls with the tier), one probed at 80 % does not (as a coin flip passes
+    every tier alike), and neither does anything before 16 probe items count (faded)."""
+    model = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
+    _two_tiers_alike(model, (0.1, 0.8), rounds=12)  # three probe rounds of 8 items
+    assert model.top_tier.under_top(3.0).tolist() == [True, False]
+    assert model.top_tier.under_top(3.0, np.array([1, 0])).tolist() == [False, True]
+    early = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
+    _two_tiers_alike(early, (0.1, 0.8), rounds=8)  # two rounds: 14.2 items once faded
+    assert not early.top_tier.under_top(3.0).any()
+
+
+def test_a_top_tier_that_passes_in_training_where_its_probes_fail_is_no_learner() -> None:
+    """A hack passes every tier in training, the top one too, while its held-out probes
+    fail: its top tier's own training above its probes keeps it out of ``under_top``."""
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4)
+    model = SkillModel(cat)
+    _two_tiers_alike(model, (0.1, 0.1), rounds=12)
+    assert model.top_tier.under_top(3.0).all()
+    _train(model, cat, family=1, tier=3, k=8, n=8)  # the hack passes the top tier too
+    assert model.top_tier.under_top(3.0).tolist() == [True, False]
+
+
+def test_a_ladder_reading_flat_whose_top_tier_probes_fail_is_not_flat() -> None:
+    """Tiers 0 and 1 pass alike where the family trains, so the slope's test reads flat;
+    its top-tier probes fail, so its pass rate falls with the tier and it is learning. The
+    family whose top tier passes as its easier tiers do stays flat, and with the rule
+    switched off (the ablation) both are."""
+    model = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
+    _two_tiers_alike(model, (0.1, 0.8))
+    z, info = model._slope_z()
+    assert model._reads_flat(z, info).all()
+    assert model.flat().tolist() == [False, True]
+    model._under_top = False
+    assert model.flat().all()
+
+
+def test_such_a_family_sends_its_contrast_draws_to_its_top_tier() -> None:
+    """Its contrast draws go where a hack would show (training passing the top tier where
+    the probes fail) and a learner fails alike; without the rule they go beside its tier."""
+    model = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
+    _two_tiers_alike(model, (0.1, 0.8))
+    family = np.zeros(4000, dtype=np.int64)
+    with_rule = model.draw_tiers(family, np.random.default_rng(1))
+    model._under_top = False
+    without = model.draw_tiers(family, np.random.default_rng(1))
+    at_top = (with_rule == 3).mean()
+    assert at_top >= (without == 3).mean() + 0.15
+    assert at_top == pytest.approx(model.config.contrast + (without == 3).mean(), abs=0.03)
+
+
 def _wide(families: int = 40) -> Catalog:
     return Catalog.synthetic(n_domains=4, families_per_domain=families // 4, n_tiers=4)
 

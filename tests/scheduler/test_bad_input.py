@@ -340,6 +340,25 @@ def test_a_format_7_checkpoint_resumes_with_no_first_top_tier_probes() -> None:
         Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=8))
 
 
+def test_a_format_8_checkpoint_resumes_with_no_training_under_the_top_tier() -> None:
+    """Format 9 added each family's recent training under its top tier. A format-8
+    checkpoint starts it at zero (no top tier reads under the training until the family
+    trains under it again) and draws what the saved scheduler draws; a format-9 state
+    without it is refused by name."""
+    sched, state = _after_six_passing_batches()
+    assert state["skill"]["top_tier_below"][1].sum() > 0  # the batches trained under the top
+    state["format"] = 8
+    state["skill"] = {k: v for k, v in state["skill"].items() if k != "top_tier_below"}
+    again = Scheduler(_catalog(), seed=0)
+    again.load_state_dict(state)
+    loaded = again.state_dict()
+    assert loaded["format"] == STATE_FORMAT and not loaded["skill"]["top_tier_below"].any()
+    np.testing.assert_array_equal(loaded["skill"]["top_tier"], state["skill"]["top_tier"])
+    np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
+    with pytest.raises(ConfigError, match=r"skill\.top_tier_below: missing"):
+        Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=9))
+
+
 @pytest.mark.parametrize("policy", ["uniform", "learning_progress", "exp3s", "regression_guard"])
 @pytest.mark.parametrize("tier_mode", ["ladder", "separate"])
 def test_real_states_pass_the_checks_after_a_run_with_faults(policy: str, tier_mode: str) -> None:
