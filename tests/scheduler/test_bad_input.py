@@ -328,16 +328,7 @@ def test_a_format_7_checkpoint_resumes_with_no_first_top_tier_probes() -> None:
     )
     state = sched.state_dict()
     assert state["skill"]["top_tier_start"][1].sum() == 8 * cat.n_families
-    state["format"] = 7
-    state["skill"] = {k: v for k, v in state["skill"].items() if k != "top_tier_start"}
-    again = Scheduler(_catalog(), seed=0)
-    again.load_state_dict(state)
-    loaded = again.state_dict()
-    assert loaded["format"] == STATE_FORMAT and not loaded["skill"]["top_tier_start"].any()
-    np.testing.assert_array_equal(loaded["skill"]["top_tier"], state["skill"]["top_tier"])
-    np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
-    with pytest.raises(ConfigError, match=r"skill\.top_tier_start: missing"):
-        Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=8))
+    _resumes_with_a_new_skill_field_at_zero(sched, state, "top_tier_start", old_format=7)
 
 
 def test_a_format_8_checkpoint_resumes_with_no_training_under_the_top_tier() -> None:
@@ -347,16 +338,26 @@ def test_a_format_8_checkpoint_resumes_with_no_training_under_the_top_tier() -> 
     without it is refused by name."""
     sched, state = _after_six_passing_batches()
     assert state["skill"]["top_tier_below"][1].sum() > 0  # the batches trained under the top
-    state["format"] = 8
-    state["skill"] = {k: v for k, v in state["skill"].items() if k != "top_tier_below"}
+    _resumes_with_a_new_skill_field_at_zero(sched, state, "top_tier_below", old_format=8)
+
+
+def _resumes_with_a_new_skill_field_at_zero(
+    sched: Scheduler, state: dict[str, Any], field: str, old_format: int
+) -> None:
+    """``state`` without the skill model's ``field``, saved as ``old_format`` (the format
+    before the one that added it), resumes with the field at zero, the other top-tier
+    counts as saved, and the saved scheduler's next draw; as the next format it is
+    refused by name."""
+    old = dict(state, format=old_format)
+    old["skill"] = {k: v for k, v in state["skill"].items() if k != field}
     again = Scheduler(_catalog(), seed=0)
-    again.load_state_dict(state)
+    again.load_state_dict(old)
     loaded = again.state_dict()
-    assert loaded["format"] == STATE_FORMAT and not loaded["skill"]["top_tier_below"].any()
+    assert loaded["format"] == STATE_FORMAT and not loaded["skill"][field].any()
     np.testing.assert_array_equal(loaded["skill"]["top_tier"], state["skill"]["top_tier"])
     np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
-    with pytest.raises(ConfigError, match=r"skill\.top_tier_below: missing"):
-        Scheduler(_catalog(), seed=0).load_state_dict(dict(state, format=9))
+    with pytest.raises(ConfigError, match=rf"skill\.{field}: missing"):
+        Scheduler(_catalog(), seed=0).load_state_dict(dict(old, format=old_format + 1))
 
 
 @pytest.mark.parametrize("policy", ["uniform", "learning_progress", "exp3s", "regression_guard"])
