@@ -314,8 +314,10 @@ class SkillModel:
             side = undecided & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
-            if self._under_top:
-                odd = self._reads_flat(z, info) & self.top_tier.under_top(_RISE_Z, families)
+            flat = self._reads_flat(z, info)
+            if self._under_top and flat.any():  # read only where the slope reads flat
+                odd = np.zeros_like(flat)
+                odd[flat] = self.top_tier.under_top(_RISE_Z, families[flat])
                 beside = np.where(odd, top, beside)
             tier = np.where(side, beside, tier)
         return tier
@@ -334,8 +336,9 @@ class SkillModel:
         result = self._reads_flat(z, info)
         if self._probe_rise:
             result &= ~self.top_tier.risen(_RISE_Z)
-        if self._under_top:
-            result &= ~self.top_tier.under_top(_RISE_Z)
+        if self._under_top and result.any():  # read only where the slope reads flat
+            flat = np.flatnonzero(result)
+            result[flat] = ~self.top_tier.under_top(_RISE_Z, flat)
         return result
 
     def _reads_flat(self, z: FloatArray, info: FloatArray) -> BoolArray:
@@ -506,7 +509,7 @@ class SkillModel:
         lag = self._rise_share * (per_family - 1.0) / per_family
         scored_at = before + lag * np.maximum(after - before, 0.0)
         self._test_slope(families, owner, tiers, k_arm, n_arm, per_family, scored_at)
-        self.top_tier.trained(arms, k_arm, n_arm)
+        self.top_tier.trained(arms, k_arm, n_arm, families, owner)
         self.episodes[families] += per_family
         mu, _ = self.belief_at(families)
         rate = 1.0 - (1.0 - 1.0 / patience) ** per_family

@@ -71,23 +71,28 @@ class TopTierCounts:
         self.passed = np.zeros(catalog.n_families, dtype=bool)
         # float64 [2, n_families]: the first _START top-tier probe items, passed and probed
         self.start = np.zeros((2, catalog.n_families))
+        # float64 [2, n_families]: the training episodes under the top tier, passed and run
         self.below = np.zeros((2, catalog.n_families))
 
-    def trained(self, arms: IntArray, k: FloatArray, n: FloatArray) -> None:
+    def trained(
+        self, arms: IntArray, k: FloatArray, n: FloatArray, families: IntArray, owner: IntArray
+    ) -> None:
         """Training passes ``k`` of ``n`` at these distinct arms (one top arm a family, so
-        the families at their top are distinct too)."""
+        the families at their top are distinct too), arm i of family
+        ``families[owner[i]]`` (``distinct``'s grouping)."""
         at_top = self._top_arm[arms]
         if at_top.any():
             family = self._catalog.family_of_arm[arms[at_top]]
             self._add(_TRAIN, family, k[at_top], n[at_top])
         if not at_top.all():
-            under = ~at_top
-            family, owner = np.unique(self._catalog.family_of_arm[arms[under]], return_inverse=True)
-            run = np.bincount(owner, weights=n[under], minlength=family.shape[0])
-            passed = np.bincount(owner, weights=k[under], minlength=family.shape[0])
-            both = self.below[:, family] * _FADE**run
-            both[0] += passed
-            both[1] += run
+            size = families.shape[0]
+            run = np.bincount(owner, weights=np.where(at_top, 0.0, n), minlength=size)
+            passed = np.bincount(owner, weights=np.where(at_top, 0.0, k), minlength=size)
+            hit = run > 0
+            family = families[hit]
+            both = self.below[:, family] * _FADE ** run[hit]
+            both[0] += passed[hit]
+            both[1] += run[hit]
             self.below[:, family] = both
 
     def probed(
@@ -120,21 +125,24 @@ class TopTierCounts:
         result: BoolArray = enough & _above(recent, self.start, z)
         return result
 
-    def under_top(self, z: float, families: IntArray | None = None) -> BoolArray:
-        """bool [n_families] (or of ``families``): the recent top-tier probes pass less
+    def under_top(self, z: float, families: IntArray) -> BoolArray:
+        """bool, one per family of ``families``: the recent top-tier probes pass less
         often than the recent training under the top tier, by ``z`` standard errors, and
         the top tier's own training does not pass where its probes fail (a hack passes
         every tier in training). The pass rate falls with the tier, so the family is
         learning, whatever the one-slope belief's test reads: a ladder whose tiers 0 and 1
         pass alike, trained there, reads flat to it. A coin flip passes its top tier as it
         passes the rest."""
-        counts = self.counts if families is None else self.counts[:, families]
-        below = self.below if families is None else self.below[:, families]
-        probe = counts[_PROBE : _PROBE + 2]
-        top = counts[_TRAIN : _TRAIN + 2]
-        enough = (below[1] >= _RECENT_MIN) & (probe[1] >= _RECENT_MIN)
-        hack = (top[1] >= _HACK_MIN) & _above(top, probe, _HACK_Z)
-        result: BoolArray = enough & _above(below, probe, z) & ~hack
+        enough = (self.below[1, families] >= _RECENT_MIN) & (
+            self.counts[_PROBE + 1, families] >= _RECENT_MIN
+        )
+        result: BoolArray = np.zeros(families.shape[0], dtype=bool)
+        if enough.any():  # the tests on the families with the counts for them only
+            read = families[enough]
+            probe = self.counts[_PROBE : _PROBE + 2, read]
+            top = self.counts[_TRAIN : _TRAIN + 2, read]
+            hack = (top[1] >= _HACK_MIN) & _above(top, probe, _HACK_Z)
+            result[enough] = _above(self.below[:, read], probe, z) & ~hack
         return result
 
     def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:

@@ -654,11 +654,11 @@ def test_top_tier_probes_failing_where_the_tiers_below_pass_read_under_top() -> 
     every tier alike), and neither does anything before 16 probe items count (faded)."""
     model = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
     _two_tiers_alike(model, (0.1, 0.8), rounds=12)  # three probe rounds of 8 items
-    assert model.top_tier.under_top(3.0).tolist() == [True, False]
+    assert model.top_tier.under_top(3.0, np.arange(2)).tolist() == [True, False]
     assert model.top_tier.under_top(3.0, np.array([1, 0])).tolist() == [False, True]
     early = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
     _two_tiers_alike(early, (0.1, 0.8), rounds=8)  # two rounds: 14.2 items once faded
-    assert not early.top_tier.under_top(3.0).any()
+    assert not early.top_tier.under_top(3.0, np.arange(2)).any()
 
 
 def test_a_top_tier_that_passes_in_training_where_its_probes_fail_is_no_learner() -> None:
@@ -667,9 +667,9 @@ def test_a_top_tier_that_passes_in_training_where_its_probes_fail_is_no_learner(
     cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4)
     model = SkillModel(cat)
     _two_tiers_alike(model, (0.1, 0.1), rounds=12)
-    assert model.top_tier.under_top(3.0).all()
+    assert model.top_tier.under_top(3.0, np.arange(2)).all()
     _train(model, cat, family=1, tier=3, k=8, n=8)  # the hack passes the top tier too
-    assert model.top_tier.under_top(3.0).tolist() == [True, False]
+    assert model.top_tier.under_top(3.0, np.arange(2)).tolist() == [True, False]
 
 
 def test_a_ladder_reading_flat_whose_top_tier_probes_fail_is_not_flat() -> None:
