@@ -55,6 +55,15 @@ def _above(a: FloatArray, b: FloatArray, z: float) -> BoolArray:
     return result
 
 
+def _fade_in(counts: FloatArray, family: IntArray, k: FloatArray, n: FloatArray) -> None:
+    """In ``counts`` (passed, run: [2, n_families], a view is written through), fade these
+    distinct families' counts by ``n`` outcomes and add ``k`` passed of ``n``."""
+    both = counts[:, family] * _FADE**n
+    both[0] += k
+    both[1] += n
+    counts[:, family] = both
+
+
 class TopTierCounts:
     """float64 [4, n_families] ``counts``: the top tier's training episodes passed and run,
     and its probe items passed and probed, fading; bool [n_families] ``passed``: the
@@ -86,14 +95,13 @@ class TopTierCounts:
             self._add(_TRAIN, family, k[at_top], n[at_top])
         if not at_top.all():
             size = families.shape[0]
-            run = np.bincount(owner, weights=np.where(at_top, 0.0, n), minlength=size)
-            passed = np.bincount(owner, weights=np.where(at_top, 0.0, k), minlength=size)
+            # weighted bincounts are float64 already: no copy, only the type said
+            run = np.bincount(owner, np.where(at_top, 0.0, n), size).astype(np.float64, copy=False)
+            passed = np.bincount(owner, np.where(at_top, 0.0, k), size).astype(
+                np.float64, copy=False
+            )
             hit = run > 0
-            family = families[hit]
-            both = self.below[:, family] * _FADE ** run[hit]
-            both[0] += passed[hit]
-            both[1] += run[hit]
-            self.below[:, family] = both
+            _fade_in(self.below, families[hit], passed[hit], run[hit])
 
     def probed(
         self, families: IntArray, owner: IntArray, tiers: IntArray, k: FloatArray, n: FloatArray
@@ -148,10 +156,7 @@ class TopTierCounts:
     def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:
         """Fade rows ``row``, ``row + 1`` of these distinct families by ``n`` outcomes, add
         them, and redo their verdicts."""
-        both = self.counts[row : row + 2, family] * _FADE**n
-        both[0] += k
-        both[1] += n
-        self.counts[row : row + 2, family] = both
+        _fade_in(self.counts[row : row + 2], family, k, n)
         self.passed[family] = self._verdict(self.counts[:, family], self._need[family])
 
     @staticmethod
