@@ -28,7 +28,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -272,6 +272,59 @@ def scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
     return result
 
 
+def _set(obj: Callable[[Scheduler], Any], name: str, value: Any) -> Callable[[Scheduler], None]:
+    return lambda sched: setattr(obj(sched), name, value)
+
+
+def _no_spare_order(sched: Scheduler) -> None:
+    nobody = np.zeros(sched.catalog.n_families, dtype=bool)
+    sched.flags.spare_first = lambda: nobody  # type: ignore[method-assign]
+
+
+def _skill(sched: Scheduler) -> Any:
+    return sched.skill
+
+
+def _pipeline(sched: Scheduler) -> Any:
+    return sched.pipeline
+
+
+# The mechanisms of the default that have no setting, and how each is switched off
+# (``"without"`` in ABLATIONS, and torch_learner.py's ``--without``).
+SWITCHES: dict[str, Callable[[Scheduler], None]] = {
+    # every flagged family's cap raised evenly, as before
+    "spare_order": _no_spare_order,
+    # the mastered take a spare share evenly, as before
+    "built_spare": _set(_pipeline, "built_spare", False),
+    # every mastered family keeps the whole mastered cap
+    "built_cap": _set(_pipeline, "built_cap", False),
+    # no tier is low enough to stall at (patience's other uses stay)
+    "stall": _set(_skill, "_stall_below", float("-inf")),
+    # a stalled family takes a spare share as the mastered
+    "stalled_spare": _set(_pipeline, "stalled_spare", 1.0),
+    # contrast draws only while the slope is untested
+    "suspect_contrast": _set(_skill, "_suspect", float("inf")),
+    # an out-of-reach family never takes a spare share
+    "reach_trial": _set(_skill, "_reach_trial", False),
+    # a probe call's readings are taken as they come
+    "shared_shift": _set(_skill, "_shift", False),
+    # a family at any tier can be stalled, as before
+    "stall_below": _set(_skill, "_stall_below", float("inf")),
+    # the belief only fades as a family trains; its mean stays
+    "trend": _set(_skill, "_trend", False),
+    # the slope test scores a batch at the belief before it
+    "slope_lag": _set(_skill, "_rise_share", 0.0),
+    # mastered by the belief alone, not the top tier's own counts
+    "top_tier": _set(_skill, "_direct_top", False),
+    # a flat family stays flat whatever its top-tier probes
+    "probe_rise": _set(_skill, "_probe_rise", False),
+    # top-tier probes under the training below: flat as read
+    "under_top": _set(_skill, "_under_top", False),
+    # tiers by a Thompson draw at the belief's whole spread
+    "tempered_draw": _set(_skill, "_draw_spread", 1.0),
+}
+
+
 def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Scheduler:
     """The default Scheduler with ``changes``: ``policy``, ``skill`` (SkillConfig fields)
     and other SchedulerConfig fields."""
@@ -286,39 +339,10 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
     if changes.get("skill") is not None:
         changes["skill"] = replace(base.skill, **changes["skill"])
     sched = Scheduler(catalog, seed=seed, config=replace(base, **changes), **kwargs)
-    if without == "spare_order":  # every flagged family's cap raised evenly, as before
-        nobody = np.zeros(catalog.n_families, dtype=bool)
-        sched.flags.spare_first = lambda: nobody  # type: ignore[method-assign]
-    elif without == "built_spare":  # the mastered take a spare share evenly, as before
-        sched.pipeline.built_spare = False
-    elif without == "built_cap":  # every mastered family keeps the whole mastered cap
-        sched.pipeline.built_cap = False
-    elif without == "stall":  # no tier is low enough to stall at (patience's other uses stay)
-        sched.skill._stall_below = float("-inf")
-    elif without == "stalled_spare":  # a stalled family takes a spare share as the mastered
-        sched.pipeline.stalled_spare = 1.0
-    elif without == "suspect_contrast":  # contrast draws only while the slope is untested
-        sched.skill._suspect = float("inf")
-    elif without == "reach_trial":  # an out-of-reach family never takes a spare share
-        sched.skill._reach_trial = False
-    elif without == "shared_shift":  # a probe call's readings are taken as they come
-        sched.skill._shift = False
-    elif without == "stall_below":  # a family at any tier can be stalled, as before
-        sched.skill._stall_below = float("inf")
-    elif without == "trend":  # the belief only fades as a family trains; its mean stays
-        sched.skill._trend = False
-    elif without == "slope_lag":  # the slope test scores a batch at the belief before it
-        sched.skill._rise_share = 0.0
-    elif without == "top_tier":  # mastered by the belief alone, not the top tier's own counts
-        sched.skill._direct_top = False
-    elif without == "probe_rise":  # a flat family stays flat whatever its top-tier probes
-        sched.skill._probe_rise = False
-    elif without == "under_top":  # top-tier probes under the training below: flat as read
-        sched.skill._under_top = False
-    elif without == "tempered_draw":  # tiers by a Thompson draw at the belief's whole spread
-        sched.skill._draw_spread = 1.0
-    elif without is not None:
-        raise SystemExit(f"unknown mechanism to switch off: {without!r}")
+    if without is not None:
+        if without not in SWITCHES:
+            raise SystemExit(f"unknown mechanism to switch off: {without!r}")
+        SWITCHES[without](sched)
     return sched
 
 

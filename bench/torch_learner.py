@@ -317,6 +317,7 @@ class Setup:
     scheduler: dict[str, Any]
     options: dict[str, dict[str, Any]]
     probe: str = "asked"  # what the evaluator probes every probe_every steps (PROBES)
+    without: tuple[str, ...] = ()  # mechanisms of the default switched off (quality.py's)
 
 
 @dataclass
@@ -425,7 +426,10 @@ class Learner:
 def _make_scheduler(runner: str, catalog: Catalog, seed: int, setup: Setup) -> Scheduler:
     config = _scheduler_config(setup.scheduler) if setup.scheduler else SchedulerConfig()
     if runner == DEFAULT:  # whatever policy the scheduler ships as its default
-        return Scheduler(catalog, seed=seed, config=config)
+        sched = Scheduler(catalog, seed=seed, config=config)
+        for mechanism in setup.without:
+            switch_off(sched, mechanism)
+        return sched
     return Scheduler(catalog, runner, seed=seed, config=config, **setup.options.get(runner, {}))
 
 
@@ -694,6 +698,12 @@ def code_state() -> str:
 CODE_STATE = code_state()  # before the runs: the modules are imported by now
 
 
+def switch_off(sched: Scheduler, mechanism: str) -> None:
+    from quality import SWITCHES  # one list of the ablation's switches in both benchmarks
+
+    SWITCHES[mechanism](sched)
+
+
 def _scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
     from quality import scheduler_config  # one parser for --scheduler in both benchmarks
 
@@ -794,6 +804,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="set a module constant of the code under test: policies._skill:_SLOPE_INFO_MIN=0.3",
     )
     parser.add_argument("--scheduler", action="append", default=[], metavar="FIELD=VALUE")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="MECHANISM",
+        help="switch off a mechanism of the default, as quality.py's ablation: probe_rise",
+    )
     parser.add_argument("--option", action="append", default=[], metavar="POLICY.FIELD=VALUE")
     parser.add_argument(
         "--check-share",
@@ -849,7 +866,13 @@ def _setup(args: argparse.Namespace, options: dict[str, dict[str, Any]]) -> Setu
         scheduler=parse_assignments("--scheduler", args.scheduler),
         options=options,
         probe=args.probe,
+        without=tuple(args.without),
     )
+    from quality import SWITCHES
+
+    unknown = sorted(set(setup.without) - set(SWITCHES))
+    if unknown:
+        raise BenchError(f"--without: unknown mechanism {unknown[0]!r}; one of {sorted(SWITCHES)}")
     try:
         _scheduler_config(setup.scheduler)
     except (TypeError, ValueError) as exc:  # a value of the wrong kind for its field

@@ -21,6 +21,7 @@ from torch_learner import (  # noqa: E402
     Setup,
     SuiteConfig,
     _HeldOut,
+    _make_scheduler,
     _probe_scheduler,
     _top_readings,
     main,
@@ -106,3 +107,23 @@ def test_an_unknown_baseline_is_one_line_and_exit_code_2(
     err = capsys.readouterr().err
     assert "--baselines: unknown ['nope']" in err
     assert "Traceback" not in err
+
+
+def test_an_unknown_mechanism_to_switch_off_is_one_line_and_exit_code_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--without", "nope", "--seeds", "1", "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--without: unknown mechanism 'nope'" in err
+    assert "Traceback" not in err
+
+
+def test_without_switches_off_the_default_s_mechanism_as_the_quality_ablation_does() -> None:
+    setup = dataclasses.replace(_setup(), without=("probe_rise", "stalled_spare"))
+    catalog = make_catalog(Learner(setup, seed=0).suite)
+    sched = _make_scheduler("default", catalog, 0, setup)
+    assert sched.skill._probe_rise is False
+    assert sched.pipeline.stalled_spare == 1.0
+    plain = _make_scheduler("default", catalog, 0, _setup())
+    assert plain.skill._probe_rise is True
+    assert plain.pipeline.stalled_spare < 1.0
