@@ -320,6 +320,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "probe_rise": _set(_skill, "_probe_rise", False),
     # top-tier probes under the training below: flat as read
     "under_top": _set(_skill, "_under_top", False),
+    # a coin-like family's flatness test waits for as much information as any other's
+    "coin_info": _set(_skill, "_coin_info", False),
     # tiers by a Thompson draw at the belief's whole spread
     "tempered_draw": _set(_skill, "_draw_spread", 1.0),
 }
@@ -433,6 +435,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # a flat-reading family whose top-tier probes fail where its easier tiers pass is flat
     # all the same, and its contrast draws go beside its tier
     "no_under_top": {"without": "under_top"},
+    # a family whose first episodes and top-tier probes pass above chance waits for as much
+    # information as any other before its slope reads flat
+    "no_coin_info": {"without": "coin_info"},
 }
 
 

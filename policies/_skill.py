@@ -131,6 +131,7 @@ _SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training epi
 _RISE_Z = 3.0  # standard errors of a rise in the top-tier probes, or of their fall under the
 # training below the top, that exempt a family from flat()
 _SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
+_COIN_INFO = 0.3  # ... for a family that passed above chance from its start (coin_like)
 _SUSPECT = 0.5  # a slope this share of flat_z flat keeps its contrast draws (slope_undecided)
 _STALL_SHARE = 0.25  # a family gaining under this share of the typical rise is stalled
 # The tier draw samples the skill from the belief with its spread times this: the full
@@ -233,6 +234,9 @@ class SkillModel:
         # a family from flat() and take its contrast draws to the top tier; the ablation
         # turns it off
         self._under_top = True
+        # whether a coin-like family's slope test speaks at _COIN_INFO (_reads_flat); the
+        # ablation turns it off
+        self._coin_info = True
         self._work = Workspace()  # a probe round's work arrays (_newton_each)
 
     # ------------------------------------------------------------------ beliefs
@@ -314,7 +318,7 @@ class SkillModel:
             side = undecided & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
-            flat = self._reads_flat(z, info)
+            flat = self._reads_flat(z, info, families)
             if self._under_top and flat.any():  # read only where the slope reads flat
                 odd = np.zeros_like(flat)
                 odd[flat] = self.top_tier.under_top(_RISE_Z, families[flat])
@@ -341,9 +345,22 @@ class SkillModel:
             result[flat] = ~self.top_tier.under_top(_RISE_Z, flat)
         return result
 
-    def _reads_flat(self, z: FloatArray, info: FloatArray) -> BoolArray:
-        """bool: the slope's score test (``_slope_z``'s z and information) reads flat."""
-        result: BoolArray = (info >= _SLOPE_INFO_MIN) & (z < -self.config.flat_z)
+    def _reads_flat(
+        self, z: FloatArray, info: FloatArray, families: IntArray | None = None
+    ) -> BoolArray:
+        """bool: the slope's score test (``_slope_z``'s z and information, of ``families``,
+        default all) reads flat. A family that is coin-like (``TopTierCounts.coin_like``)
+        is read at ``_COIN_INFO`` of information, the rest at ``_SLOPE_INFO_MIN``: a coin
+        flip drawn at its top tier gets slope evidence only from its contrast draws, and
+        with that evidence fading its information settles barely above the usual bar."""
+        steep = z < -self.config.flat_z
+        result: BoolArray = (info >= _SLOPE_INFO_MIN) & steep
+        if self._coin_info:
+            early = steep & (info >= _COIN_INFO) & ~result
+            if early.any():  # the coin test on these families only
+                pick = np.flatnonzero(early)
+                fam = pick if families is None else families[pick]
+                result[pick] = self.top_tier.coin_like(_RISE_Z, fam)
         return result
 
     def idle(self) -> BoolArray:

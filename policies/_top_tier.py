@@ -14,7 +14,10 @@ that passes as it always did (a coin flip): the flatness test reads both as flat
 keeps the recent training under the top tier (``below``), so ``under_top`` can tell a
 family whose held-out top tier fails where its easier tiers pass (a learner, whatever the
 one-slope belief's test reads) from a coin flip, which passes its top tier as it passes
-the rest.
+the rest. And it keeps each family's first ``_FIRST`` training episodes at any tier
+(``first``), so ``coin_like`` can tell a family that passed above chance from its first
+episode and still passes its top tier so (a coin flip) from one that started at chance
+and passes every tier alike only while it learns (a network finding a rule).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ _RECENT_MIN = 16.0  # recent probe items ``risen`` needs (and ``under_top``, of 
 # this many standard errors is not taken for a learner
 _HACK_MIN = 4.0
 _HACK_Z = 2.0
+# ``coin_like``: a family's first training episodes at any tier, kept apart (``first``)
+_FIRST = 16.0
 
 
 def _above(a: FloatArray, b: FloatArray, z: float) -> BoolArray:
@@ -52,6 +57,15 @@ def _above(a: FloatArray, b: FloatArray, z: float) -> BoolArray:
     pb = b[0] / np.maximum(b[1], 1e-12)
     var = pa * (1.0 - pa) / np.maximum(a[1], 1e-12) + pb * (1.0 - pb) / np.maximum(b[1], 1e-12)
     result: BoolArray = pa - pb > z * np.sqrt(var + 1e-12)
+    return result
+
+
+def _above_level(a: FloatArray, level: FloatArray, z: float) -> BoolArray:
+    """bool: the pass rate of counts ``a`` (passed, run: [2, ...]) above ``level`` by ``z``
+    standard errors (the rate's own binomial error)."""
+    pa = a[0] / np.maximum(a[1], 1e-12)
+    se = np.sqrt(pa * (1.0 - pa) / np.maximum(a[1], 1e-12))
+    result: BoolArray = pa - level > z * se
     return result
 
 
@@ -68,20 +82,24 @@ class TopTierCounts:
     """float64 [4, n_families] ``counts``: the top tier's training episodes passed and run,
     and its probe items passed and probed, fading; bool [n_families] ``passed``: the
     verdict read from them; float64 [2, n_families] ``below``: the training episodes under
-    the top tier, passed and run, fading."""
+    the top tier, passed and run, fading; float64 [2, n_families] ``first``: each
+    family's first ``_FIRST`` training episodes, passed and run."""
+
+    FIRST = _FIRST  # the first training episodes kept (a migrated checkpoint counts them run)
 
     def __init__(self, catalog: Catalog, mastered_at: float) -> None:
         self._catalog = catalog
         self._top_arm = catalog.tier_of_arm == catalog.n_tiers[catalog.family_of_arm] - 1
-        self._top = (catalog.n_tiers - 1).astype(np.int64)
-        chance = catalog.chance_success.astype(np.float64)
-        self._need = chance + mastered_at * (1.0 - chance)  # a raw pass rate
+        self._mastered_at = mastered_at
         self.counts = np.zeros((4, catalog.n_families))
         self.passed = np.zeros(catalog.n_families, dtype=bool)
         # float64 [2, n_families]: the first _START top-tier probe items, passed and probed
         self.start = np.zeros((2, catalog.n_families))
         # float64 [2, n_families]: the training episodes under the top tier, passed and run
         self.below = np.zeros((2, catalog.n_families))
+        # uint8 [2, n_families]: the first _FIRST training episodes, passed and run (whole
+        # episodes: the state stays small)
+        self.first = np.zeros((2, catalog.n_families), dtype=np.uint8)
 
     def trained(
         self, arms: IntArray, k: FloatArray, n: FloatArray, families: IntArray, owner: IntArray
@@ -89,12 +107,21 @@ class TopTierCounts:
         """Training passes ``k`` of ``n`` at these distinct arms (one top arm a family, so
         the families at their top are distinct too), arm i of family
         ``families[owner[i]]`` (``distinct``'s grouping)."""
+        size = families.shape[0]
+        new = self.first[1, families] < _FIRST
+        if new.any():  # only families still within their first episodes are counted
+            run = np.bincount(owner, n, size).astype(np.float64, copy=False)[new]
+            passed = np.bincount(owner, k, size).astype(np.float64, copy=False)[new]
+            family = families[new]
+            take = np.minimum(run, _FIRST - self.first[1, family])
+            got = np.rint(passed * take / np.maximum(run, 1e-12))  # whole where run <= take
+            self.first[0, family] += got.astype(np.uint8)
+            self.first[1, family] += take.astype(np.uint8)
         at_top = self._top_arm[arms]
         if at_top.any():
             family = self._catalog.family_of_arm[arms[at_top]]
             self._add(_TRAIN, family, k[at_top], n[at_top])
         if not at_top.all():
-            size = families.shape[0]
             # weighted bincounts are float64 already: no copy, only the type said
             run = np.bincount(owner, np.where(at_top, 0.0, n), size).astype(np.float64, copy=False)
             passed = np.bincount(owner, np.where(at_top, 0.0, k), size).astype(
@@ -108,7 +135,7 @@ class TopTierCounts:
     ) -> None:
         """Probe items passed ``k`` of ``n`` at tiers ``tiers``, reading i of family
         ``families[owner[i]]`` (``distinct``'s grouping: repeats of a family are summed)."""
-        at_top = tiers == self._top[families[owner]]
+        at_top = tiers == self._catalog.n_tiers[families[owner]] - 1
         if not at_top.any():
             return
         size = families.shape[0]
@@ -153,11 +180,40 @@ class TopTierCounts:
             result[enough] = _above(self.below[:, read], probe, z) & ~hack
         return result
 
+    def coin_like(self, z: float, families: IntArray) -> BoolArray:
+        """bool, one per family of ``families``: its recent top-tier probes (``_RECENT_MIN``
+        items at least) pass above the chance level by ``z`` standard errors, and so did
+        its first ``_FIRST`` training episodes. A coin flip passes above chance from its
+        first episode and at every tier; a network that must find a rule (the torch
+        learner's parity families) starts at chance, and passes every tier alike only
+        while it has partly learned the rule."""
+        probe = self.counts[_PROBE : _PROBE + 2, families]
+        first = self.first[:, families].astype(np.float64)
+        chance = self._chance(families)
+        result: BoolArray = (
+            (probe[1] >= _RECENT_MIN)
+            & (first[1] >= _FIRST)
+            & _above_level(probe, chance, z)
+            & _above_level(first, chance, z)
+        )
+        return result
+
     def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:
         """Fade rows ``row``, ``row + 1`` of these distinct families by ``n`` outcomes, add
         them, and redo their verdicts."""
         _fade_in(self.counts[row : row + 2], family, k, n)
-        self.passed[family] = self._verdict(self.counts[:, family], self._need[family])
+        self.passed[family] = self._verdict(self.counts[:, family], self._need(family))
+
+    def _chance(self, families: IntArray | None) -> FloatArray:
+        """The chance level of these families (all: None), as a raw pass rate."""
+        chance = self._catalog.chance_success
+        return (chance if families is None else chance[families]).astype(np.float64)
+
+    def _need(self, families: IntArray | None) -> FloatArray:
+        """The raw pass rate that counts as mastered for these families (all: None)."""
+        chance = self._chance(families)
+        result: FloatArray = chance + self._mastered_at * (1.0 - chance)
+        return result
 
     @staticmethod
     def _verdict(c: FloatArray, need: FloatArray) -> BoolArray:
@@ -177,14 +233,18 @@ class TopTierCounts:
             "top_tier": self.counts.copy(),
             "top_tier_start": self.start.copy(),
             "top_tier_below": self.below.copy(),
+            "top_tier_first": self.first.copy(),
         }
 
-    def checked(self, state: dict[str, Any]) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """The counts, start and below of ``state``, checked (ValueError naming the field),
-        not yet applied."""
+    def checked(
+        self, state: dict[str, Any]
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """The counts, start, below and first of ``state``, checked (ValueError naming the
+        field), not yet applied."""
         n = self._catalog.n_families
         parts = []
-        for name, rows in (("top_tier", 4), ("top_tier_start", 2), ("top_tier_below", 2)):
+        names = (("top_tier", 4), ("top_tier_start", 2), ("top_tier_below", 2))
+        for name, rows in (*names, ("top_tier_first", 2)):
             if name not in state:
                 raise ValueError(f"skill.{name}: missing")
             values = np.asarray(state[name], dtype=np.float64)
@@ -195,8 +255,13 @@ class TopTierCounts:
             parts.append(values.copy())
         if (parts[1][1] > _START).any():
             raise ValueError(f"skill.top_tier_start: more than {_START:g} items probed")
-        return parts[0], parts[1], parts[2]
+        if (parts[3][1] > _FIRST).any():
+            raise ValueError(f"skill.top_tier_first: more than {_FIRST:g} episodes run")
+        if (parts[3] != np.rint(parts[3])).any():
+            raise ValueError("skill.top_tier_first: whole episodes only")
+        return parts[0], parts[1], parts[2], parts[3]
 
-    def apply(self, checked: tuple[FloatArray, FloatArray, FloatArray]) -> None:
-        self.counts, self.start, self.below = checked
-        self.passed = self._verdict(self.counts, self._need)
+    def apply(self, checked: tuple[FloatArray, FloatArray, FloatArray, FloatArray]) -> None:
+        self.counts, self.start, self.below, first = checked
+        self.first = first.astype(np.uint8)
+        self.passed = self._verdict(self.counts, self._need(None))

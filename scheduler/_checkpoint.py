@@ -43,6 +43,10 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
    under each family's top tier, passed and run, fading) is new. A format-8 state starts
    it at zero: no family's top-tier probes read under its training until it has trained
    under the top again.
+10. the skill model's ``top_tier_first`` (float64 [2, n_families]: each family's first 16
+   training episodes at any tier, passed and run) is new. A format-9 state gets 16
+   episodes run and none passed for every family: no family reads coin-like, so its
+   flatness test waits for the information it waited for before.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STATE_FORMAT = 9
+STATE_FORMAT = 10
 _SHOWN = 10  # problems spelled out in the message; the rest are counted
 
 
@@ -200,6 +204,18 @@ def _zero_skill_rows(name: str, rows: int) -> Callable[[dict[str, Any], Schedule
     return migrate
 
 
+def _first_episodes_unknown(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+    """Format 9 to 10: every family's first training episodes as run and none passed."""
+    skill = state.get("skill")
+    if isinstance(skill, Mapping):
+        skill = dict(skill)
+        first = np.zeros((2, sched.catalog.n_families), dtype=np.uint8)
+        first[1] = sched.skill.top_tier.FIRST
+        skill.setdefault("top_tier_first", first)
+        state["skill"] = skill
+    return state
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "fill fields added in format 1", _fill_fields_added_in_v1),
     Migration(1, "pending batches as rows", _pending_rows),
@@ -214,6 +230,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         8, "the skill model's training under the top tier", _zero_skill_rows("top_tier_below", 2)
     ),
+    Migration(9, "the skill model's first training episodes", _first_episodes_unknown),
 )
 
 

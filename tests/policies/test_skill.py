@@ -561,6 +561,15 @@ def test_the_top_tiers_counts_round_trip_and_a_bad_one_is_refused_whole() -> Non
     assert np.array_equal(other.top_tier.counts, model.top_tier.counts), (
         "a refused state changed the model"
     )
+    assert np.array_equal(other.top_tier.first, model.top_tier.first)
+    first = state["top_tier_first"].copy()
+    first[1, 0] = 17.0  # more first episodes than are kept
+    with pytest.raises(ValueError, match="top_tier_first: more than 16 episodes"):
+        other.load_state_dict(dict(state, top_tier_first=first))
+    first = state["top_tier_first"].astype(np.float64)
+    first[0, 0] = 0.5  # the first episodes are whole
+    with pytest.raises(ValueError, match="top_tier_first: whole episodes only"):
+        other.load_state_dict(dict(state, top_tier_first=first))
 
 
 def test_the_top_tiers_kept_verdict_is_the_one_its_counts_give_after_any_outcomes() -> None:
@@ -577,7 +586,7 @@ def test_the_top_tiers_kept_verdict_is_the_one_its_counts_give_after_any_outcome
         families = rng.integers(0, cat.n_families, 12)
         tiers = np.where(rng.random(12) < 0.7, 2, rng.integers(0, 3, 12))
         model.observe_probes(families, tiers, (rng.random(12) < 0.95) * 1.0, np.full(12, 8))
-    fresh = top._verdict(top.counts, top._need)
+    fresh = top._verdict(top.counts, top._need(None))
     np.testing.assert_array_equal(top.passed, fresh)
     assert fresh.any() and not fresh.all(), "every family alike: the case tests nothing"
 
@@ -766,3 +775,56 @@ def test_a_reading_clipped_at_one_is_taken_at_the_middle_of_what_it_allows() -> 
     """Under a lift of 0.2 a reading of 1 says only a rate between 0.8 and 1."""
     got = SkillModel._unshifted(np.array([0.0, 0.5, 1.0]), 0.2)
     assert got.tolist() == pytest.approx([0.0, 0.3, 0.9])
+
+
+def test_the_first_training_episodes_are_kept_apart_at_any_tier() -> None:
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4)
+    model = SkillModel(cat)
+    _train(model, cat, family=0, tier=0, k=5, n=10)
+    _train(model, cat, family=0, tier=3, k=10, n=10)  # 6 of these fill the first 16
+    _train(model, cat, family=0, tier=1, k=0, n=10)  # after them: not counted
+    np.testing.assert_array_equal(model.top_tier.first[:, 0], [11.0, 16.0])
+    assert model.top_tier.first[:, 1].tolist() == [0.0, 0.0]  # never trained
+
+
+def _coin_and_rule(chance: float) -> SkillModel:
+    """Three families: 0 passes half its episodes from the start, 1 starts at 0 and
+    passes half later, 2 passes half from the start but is probed on 8 top-tier items
+    only; the top tier of 0 and 1 is probed on 32 items at half."""
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=3, n_tiers=4, chance_success=chance)
+    model = SkillModel(cat)
+    _train(model, cat, family=0, tier=1, k=8, n=16)
+    _train(model, cat, family=1, tier=1, k=0, n=16)
+    _train(model, cat, family=1, tier=1, k=8, n=16)
+    _train(model, cat, family=2, tier=1, k=8, n=16)
+    model.observe_probes(np.array([0, 1, 2]), np.full(3, 3), np.full(3, 0.5), np.array([32, 32, 8]))
+    return model
+
+
+def test_coin_like_reads_a_family_above_chance_from_its_first_episodes_and_at_its_top() -> None:
+    """A coin flip passes above chance from its first episode and at its top tier; a
+    family that started at chance (a network finding a rule) is not coin-like whatever it
+    passes later, nor is one whose top tier has too few probe items."""
+    model = _coin_and_rule(chance=0.0)
+    assert model.top_tier.coin_like(3.0, np.arange(3)).tolist() == [True, False, False]
+    assert model.top_tier.coin_like(3.0, np.array([2, 0])).tolist() == [False, True]
+    at_chance = _coin_and_rule(chance=0.5)  # half is the chance level: nothing above it
+    assert not at_chance.top_tier.coin_like(3.0, np.arange(3)).any()
+
+
+def test_a_coin_like_family_reads_flat_on_less_information() -> None:
+    """A slope test reading 5 standard errors flat on 0.4 units of information (under the
+    0.5 any family needs) reads flat for the coin-like family only, and for none with the
+    rule switched off (the ablation); on 0.6 units it reads flat for every family."""
+    model = _coin_and_rule(chance=0.0)
+    info = 0.4
+    model.slope_test[:] = np.array([[0.0], [-5.0 * np.sqrt(info)], [1.0], [info], [0.0]])
+    assert model.flat().tolist() == [True, False, False]
+    families = np.array([1, 0])
+    z, got = model._slope_z(families)
+    assert model._reads_flat(z, got, families).tolist() == [False, True]
+    model._coin_info = False
+    assert not model.flat().any()
+    info = 0.6
+    model.slope_test[:] = np.array([[0.0], [-5.0 * np.sqrt(info)], [1.0], [info], [0.0]])
+    assert model.flat().all()

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -341,19 +342,41 @@ def test_a_format_8_checkpoint_resumes_with_no_training_under_the_top_tier() -> 
     _resumes_with_a_new_skill_field_at_zero(sched, state, "top_tier_below", old_format=8)
 
 
+def test_a_format_9_checkpoint_resumes_with_no_family_coin_like() -> None:
+    """Format 10 added each family's first 16 training episodes. A format-9 checkpoint
+    counts them as run and none passed (no family reads coin-like, so its flatness test
+    waits for the information it waited for before) and draws what the saved scheduler
+    draws; a format-10 state without them is refused by name."""
+    sched, state = _after_six_passing_batches()
+    assert state["skill"]["top_tier_first"][0].sum() > 0  # the first episodes passed
+    unknown = np.zeros_like(state["skill"]["top_tier_first"])
+    unknown[1] = 16
+    _resumes_with_a_new_skill_field_at_zero(
+        sched, state, "top_tier_first", old_format=9, expected=unknown
+    )
+
+
 def _resumes_with_a_new_skill_field_at_zero(
-    sched: Scheduler, state: dict[str, Any], field: str, old_format: int
+    sched: Scheduler,
+    state: dict[str, Any],
+    field: str,
+    old_format: int,
+    expected: npt.NDArray[np.generic] | None = None,
 ) -> None:
     """``state`` without the skill model's ``field``, saved as ``old_format`` (the format
-    before the one that added it), resumes with the field at zero, the other top-tier
-    counts as saved, and the saved scheduler's next draw; as the next format it is
-    refused by name."""
+    before the one that added it), resumes with the field at zero (or ``expected``), the
+    other top-tier counts as saved, and the saved scheduler's next draw; as the next
+    format it is refused by name."""
     old = dict(state, format=old_format)
     old["skill"] = {k: v for k, v in state["skill"].items() if k != field}
     again = Scheduler(_catalog(), seed=0)
     again.load_state_dict(old)
     loaded = again.state_dict()
-    assert loaded["format"] == STATE_FORMAT and not loaded["skill"][field].any()
+    assert loaded["format"] == STATE_FORMAT
+    if expected is None:
+        assert not loaded["skill"][field].any()
+    else:
+        np.testing.assert_array_equal(loaded["skill"][field], expected)
     np.testing.assert_array_equal(loaded["skill"]["top_tier"], state["skill"]["top_tier"])
     np.testing.assert_array_equal(again.next_batch(16).arm, sched.next_batch(16).arm)
     with pytest.raises(ConfigError, match=rf"skill\.{field}: missing"):
