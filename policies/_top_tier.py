@@ -82,8 +82,8 @@ class TopTierCounts:
     """float64 [4, n_families] ``counts``: the top tier's training episodes passed and run,
     and its probe items passed and probed, fading; bool [n_families] ``passed``: the
     verdict read from them; float64 [2, n_families] ``below``: the training episodes under
-    the top tier, passed and run, fading; float64 [2, n_families] ``first``: each
-    family's first ``_FIRST`` training episodes, passed and run."""
+    the top tier, passed and run, fading; uint8 [2, n_families] ``first``: each family's
+    first ``_FIRST`` training episodes, passed and run (whole episodes)."""
 
     FIRST = _FIRST  # the first training episodes kept (a migrated checkpoint counts them run)
 

@@ -43,7 +43,7 @@ Format history (bump ``STATE_FORMAT`` and append a ``Migration`` for every chang
    under each family's top tier, passed and run, fading) is new. A format-8 state starts
    it at zero: no family's top-tier probes read under its training until it has trained
    under the top again.
-10. the skill model's ``top_tier_first`` (float64 [2, n_families]: each family's first 16
+10. the skill model's ``top_tier_first`` (uint8 [2, n_families]: each family's first 16
    training episodes at any tier, passed and run) is new. A format-9 state gets 16
    episodes run and none passed for every family: no family reads coin-like, so its
    flatness test waits for the information it waited for before.
