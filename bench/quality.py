@@ -272,8 +272,9 @@ def scheduler_config(values: dict[str, Any]) -> SchedulerConfig:
     return result
 
 
-def _set(obj: Callable[[Scheduler], Any], name: str, value: Any) -> Callable[[Scheduler], None]:
-    return lambda sched: setattr(obj(sched), name, value)
+def _set(part: Callable[[Scheduler], Any], name: str, value: Any) -> Callable[[Scheduler], None]:
+    """A switch that sets attribute ``name`` of the scheduler's ``part`` to ``value``."""
+    return lambda sched: setattr(part(sched), name, value)
 
 
 def _no_spare_order(sched: Scheduler) -> None:

@@ -353,10 +353,10 @@ class SkillModel:
         is read at ``_COIN_INFO`` of information, the rest at ``_SLOPE_INFO_MIN``: a coin
         flip drawn at its top tier gets slope evidence only from its contrast draws, and
         with that evidence fading its information settles barely above the usual bar."""
-        steep = z < -self.config.flat_z
-        result: BoolArray = (info >= _SLOPE_INFO_MIN) & steep
+        flatter = z < -self.config.flat_z
+        result: BoolArray = (info >= _SLOPE_INFO_MIN) & flatter
         if self._coin_info:
-            early = steep & (info >= _COIN_INFO) & ~result
+            early = flatter & (info >= _COIN_INFO) & ~result
             if early.any():  # the coin test on these families only
                 pick = np.flatnonzero(early)
                 fam = pick if families is None else families[pick]
@@ -526,7 +526,7 @@ class SkillModel:
         lag = self._rise_share * (per_family - 1.0) / per_family
         scored_at = before + lag * np.maximum(after - before, 0.0)
         self._test_slope(families, owner, tiers, k_arm, n_arm, per_family, scored_at)
-        self.top_tier.trained(arms, k_arm, n_arm, families, owner)
+        self.top_tier.trained(arms, k_arm, n_arm, families, owner, per_family)
         self.episodes[families] += per_family
         mu, _ = self.belief_at(families)
         rate = 1.0 - (1.0 - 1.0 / patience) ** per_family

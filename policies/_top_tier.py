@@ -102,15 +102,21 @@ class TopTierCounts:
         self.first = np.zeros((2, catalog.n_families), dtype=np.uint8)
 
     def trained(
-        self, arms: IntArray, k: FloatArray, n: FloatArray, families: IntArray, owner: IntArray
+        self,
+        arms: IntArray,
+        k: FloatArray,
+        n: FloatArray,
+        families: IntArray,
+        owner: IntArray,
+        per_family: FloatArray,
     ) -> None:
         """Training passes ``k`` of ``n`` at these distinct arms (one top arm a family, so
         the families at their top are distinct too), arm i of family
-        ``families[owner[i]]`` (``distinct``'s grouping)."""
+        ``families[owner[i]]`` (``distinct``'s grouping), ``per_family`` episodes each."""
         size = families.shape[0]
         new = self.first[1, families] < _FIRST
         if new.any():  # only families still within their first episodes are counted
-            run = np.bincount(owner, n, size).astype(np.float64, copy=False)[new]
+            run = per_family[new]
             passed = np.bincount(owner, k, size).astype(np.float64, copy=False)[new]
             family = families[new]
             take = np.minimum(run, _FIRST - self.first[1, family])
