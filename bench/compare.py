@@ -1,0 +1,103 @@
+"""The change between two runs of the quality grid, regime by regime, over shared seeds.
+
+    .venv/bin/python bench/compare.py runs/before.json runs/after.json
+    .venv/bin/python bench/compare.py runs/ablate.json:ours runs/ablate.json:ours-no_hack
+    .venv/bin/python bench/compare.py runs/a.json runs/b.json --worse 0.005
+
+Each side is a file of saved cells (``bench/quality.py --out``) and a runner after a colon
+(default ``ours``). Per regime the mean of B less A over the seeds both hold, for final,
+area, p10, waste and hack2; then the mean change over the regimes of each split, and the
+regimes whose final fell by ``--worse`` or more. Every decision to keep or drop a change
+to the default reads these figures: one command instead of a script per session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from _cells import METRICS, Cells, load_cells, mean_over, runners_of, seeds_of, split_runner
+from _common import BenchError, markdown_table, run_main
+from quality import GRID
+
+log = logging.getLogger("bench.compare")
+
+
+@dataclass(frozen=True)
+class Side:
+    cells: Cells
+    runner: str
+    label: str
+
+
+def side(spec: str) -> Side:
+    path, runner = split_runner(spec)
+    cells = load_cells([path])
+    runner = runner or "ours"
+    if runner not in runners_of(cells):
+        raise BenchError(f"{spec}: no runner {runner!r}; the file holds {runners_of(cells)}")
+    return Side(cells, runner, spec)
+
+
+def changes(a: Side, b: Side) -> list[tuple[str, str, int, dict[str, float]]]:
+    """(regime, split, seeds shared, B less A per metric) for each grid regime both hold."""
+    out = []
+    for regime in GRID:
+        seeds = sorted(
+            set(seeds_of(a.cells, regime.name, a.runner))
+            & set(seeds_of(b.cells, regime.name, b.runner))
+        )
+        if not seeds:
+            continue
+        before = mean_over(a.cells, regime.name, a.runner, seeds)
+        after = mean_over(b.cells, regime.name, b.runner, seeds)
+        delta = {m: after[m] - before[m] for m in METRICS}
+        out.append((regime.name, regime.split, len(seeds), delta))
+    if not out:
+        raise BenchError(f"{a.label} and {b.label} share no regime and seed")
+    return out
+
+
+def render(rows: Sequence[tuple[str, str, int, dict[str, float]]], worse: float) -> str:
+    def fmt(metric: str, value: float) -> str:
+        # waste and hack2 in points of a percent, the rest as scores
+        return f"{100 * value:+.2f}" if metric in ("waste", "hack2") else f"{value:+.4f}"
+
+    header = ["regime", "split", "seeds", *[f"Δ {m}" for m in METRICS]]
+    table = [[name, split, str(n), *[fmt(m, d[m]) for m in METRICS]] for name, split, n, d in rows]
+    for split in ("dev", "held", "all"):
+        group = [d for _, s, _, d in rows if split in ("all", s)]
+        if group and not (split == "all" and len({s for _, s, _, _ in rows}) == 1):
+            means = {m: sum(d[m] for d in group) / len(group) for m in METRICS}
+            table.append(
+                [f"**mean, {split}**", "", str(len(group)), *[fmt(m, means[m]) for m in METRICS]]
+            )
+    lines = [markdown_table(header, table), "", "waste and hack2 in points of a percent"]
+    fell = [f"{name} {d['final']:+.4f}" for name, _, _, d in rows if d["final"] <= -worse]
+    lines.append(f"final lower by {worse} or more: {', '.join(fell) if fell else 'none'}")
+    return "\n".join(lines)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if not args.worse >= 0:
+        raise BenchError(f"--worse: must be at least 0, got {args.worse}")
+    print(render(changes(side(args.before), side(args.after)), args.worse))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("before", help="FILE[:RUNNER], the runner default ours")
+    parser.add_argument("after", help="FILE[:RUNNER]")
+    parser.add_argument("--worse", type=float, default=0.005, help="flag a final this much lower")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return run_main(_main, parser.parse_args(argv), log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
