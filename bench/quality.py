@@ -323,6 +323,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "under_top": _set(_skill, "_under_top", False),
     # a coin-like family's flatness test waits for as much information as any other's
     "coin_info": _set(_skill, "_coin_info", False),
+    # a stalled coin-like family of one tier stays stalled, not flat
+    "stalled_single": _set(_skill, "_stalled_single", False),
     # tiers by a Thompson draw at the belief's whole spread
     "tempered_draw": _set(_skill, "_draw_spread", 1.0),
 }
@@ -439,6 +441,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # a family whose first episodes and top-tier probes pass above chance waits for as much
     # information as any other before its slope reads flat
     "no_coin_info": {"without": "coin_info"},
+    # a coin-like family of one tier found by its stall stays stalled, and takes a stalled
+    # family's spare share
+    "no_stalled_single": {"without": "stalled_single"},
 }
 
 

@@ -237,6 +237,10 @@ class SkillModel:
         # whether a coin-like family's slope test speaks at _COIN_INFO (_reads_flat); the
         # ablation turns it off
         self._coin_info = True
+        # int64: the families of one tier, whose slope no contrast can test: one that is
+        # coin-like and stalled reads flat (flat()); the ablation turns it off
+        self._single = np.flatnonzero(catalog.n_tiers == 1)
+        self._stalled_single = True
         self._work = Workspace()  # a probe round's work arrays (_newton_each)
 
     # ------------------------------------------------------------------ beliefs
@@ -335,9 +339,16 @@ class SkillModel:
         a network that has partly learned a nested task's top rule passes every tier alike,
         and it is learning. Nor when its top-tier probes fail where its training under the
         top passes (``TopTierCounts.under_top``): its pass rate falls with the tier, as a
-        ladder's does whose tiers 0 and 1, where it trains, pass alike."""
+        ladder's does whose tiers 0 and 1, where it trains, pass alike. A family of one
+        tier has no slope to test: one that passed above chance from its start and still
+        does (``TopTierCounts.coin_like``) reads flat once it is stalled, so a coin flip
+        there no longer takes a stalled family's spare share."""
         z, info = self._slope_z()
         result = self._reads_flat(z, info)
+        if self._stalled_single and self._single.size:
+            single = self._single[self.stalled()[self._single]]
+            if single.size:  # the coin test on the stalled families of one tier only
+                result[single] = self.top_tier.coin_like(_RISE_Z, single)
         if self._probe_rise:
             result &= ~self.top_tier.risen(_RISE_Z)
         if self._under_top and result.any():  # read only where the slope reads flat

@@ -828,3 +828,28 @@ def test_a_coin_like_family_reads_flat_on_less_information() -> None:
     info = 0.6
     model.slope_test[:] = np.array([[0.0], [-5.0 * np.sqrt(info)], [1.0], [info], [0.0]])
     assert model.flat().all()
+
+
+def test_a_stalled_coin_like_family_of_one_tier_reads_flat() -> None:
+    """One tier has no slope to test, so a coin flip there is found by its stall: once
+    stalled, a family that passed above chance from its start and at its probes reads
+    flat (no stalled spare share); one without the probes to say so stays stalled, and
+    with the rule off (the ablation) both do. A family of several tiers is not touched."""
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=7, n_tiers=1)
+    model = SkillModel(cat)
+    for step in range(10):  # 160 episodes each
+        for f in range(3):  # a coin at 50 %: no rise, under tier 1
+            _train(model, cat, family=f, tier=0, k=8, n=16)
+        for f in range(3, 7):  # learners, rising: the typical family's rise
+            _train(model, cat, family=f, tier=0, k=min(16, 1 + 2 * step), n=16)
+    # families 0 and 1 probed at their (only) tier, reading 50 % on 32 items; 2 never
+    model.observe_probes(
+        np.array([0, 1]), np.zeros(2, dtype=np.int64), np.full(2, 0.5), np.full(2, 32)
+    )
+    assert model.stalled().tolist() == [True] * 3 + [False] * 4
+    assert model.flat().tolist() == [True, True, False] + [False] * 4
+    assert model.idle()[:3].all()
+    model._stalled_single = False
+    assert not model.flat().any()
+    ladder = SkillModel(_catalog(tiers=2))  # no family of one tier: nothing read
+    assert ladder._single.size == 0 and not ladder.flat().any()
