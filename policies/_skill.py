@@ -348,7 +348,7 @@ class SkillModel:
         if self._stalled_single and self._single.size:
             single = self._single[self.stalled()[self._single]]
             if single.size:  # the coin test on the stalled families of one tier only
-                result[single] = self.top_tier.coin_like(_RISE_Z, single)
+                result[single] |= self.top_tier.coin_like(_RISE_Z, single)
         if self._probe_rise:
             result &= ~self.top_tier.risen(_RISE_Z)
         if self._under_top and result.any():  # read only where the slope reads flat
