@@ -58,6 +58,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from policies import policy_params
 
@@ -189,31 +190,34 @@ def _same_arm_windows(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]
     return state
 
 
-def _zero_skill_rows(name: str, rows: int) -> Callable[[dict[str, Any], Scheduler], dict[str, Any]]:
-    """A migration that gives the skill model's state a new float64 [rows, n_families]
-    array ``name`` of zeros (none counted yet)."""
+def _new_skill_array(
+    name: str, make: Callable[[Scheduler], npt.NDArray[Any]]
+) -> Callable[[dict[str, Any], Scheduler], dict[str, Any]]:
+    """A migration that gives the skill model's state a new array ``name``, as ``make``
+    builds it for the scheduler's catalog."""
 
     def migrate(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
         skill = state.get("skill")
         if isinstance(skill, Mapping):
             skill = dict(skill)
-            skill.setdefault(name, np.zeros((rows, sched.catalog.n_families)))
+            skill.setdefault(name, make(sched))
             state["skill"] = skill
         return state
 
     return migrate
 
 
-def _first_episodes_unknown(state: dict[str, Any], sched: Scheduler) -> dict[str, Any]:
+def _zero_skill_rows(name: str, rows: int) -> Callable[[dict[str, Any], Scheduler], dict[str, Any]]:
+    """A migration that gives the skill model's state a new float64 [rows, n_families]
+    array ``name`` of zeros (none counted yet)."""
+    return _new_skill_array(name, lambda sched: np.zeros((rows, sched.catalog.n_families)))
+
+
+def _first_episodes_unknown(sched: Scheduler) -> npt.NDArray[np.uint8]:
     """Format 9 to 10: every family's first training episodes as run and none passed."""
-    skill = state.get("skill")
-    if isinstance(skill, Mapping):
-        skill = dict(skill)
-        first = np.zeros((2, sched.catalog.n_families), dtype=np.uint8)
-        first[1] = sched.skill.top_tier.FIRST
-        skill.setdefault("top_tier_first", first)
-        state["skill"] = skill
-    return state
+    first = np.zeros((2, sched.catalog.n_families), dtype=np.uint8)
+    first[1] = sched.skill.top_tier.FIRST
+    return first
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -230,7 +234,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         8, "the skill model's training under the top tier", _zero_skill_rows("top_tier_below", 2)
     ),
-    Migration(9, "the skill model's first training episodes", _first_episodes_unknown),
+    Migration(
+        9,
+        "the skill model's first training episodes",
+        _new_skill_array("top_tier_first", _first_episodes_unknown),
+    ),
 )
 
 
