@@ -122,7 +122,7 @@ def served_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedRun]:
             ).get("runs", [])
             assert len(found) == 1, (
                 f"expected one run named {name!r}, found {len(found)}; simulate said:\n"
-                f"{done.stderr}"
+                f"{done.stderr}\nthe server's log ends:\n{server.log_tail()}"
             )
             ids[name] = found[0]["info"]["run_id"]
         yield ServedRun(server, exp_id, ids[RUN_NAME], ids[f"{RUN_NAME}.baseline"], done.stdout)

@@ -27,17 +27,31 @@ def is_permanent(exc: BaseException) -> bool:
 
 
 def server_was_busy(exc: BaseException) -> bool:
-    """Whether the server answered with a status its client would retry (MLflow's own
-    retries are off, so requests reports it as a RetryError under MLflow's exception):
-    the server is up but could not serve the call now."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # the chain is short; a bound keeps a cycle harmless
-        if seen is None:
-            return False
-        if type(seen).__name__ in ("RetryError", "ResponseError"):
+    """Whether the server is up but could not serve the call now, so a retry may fix it:
+    it answered with a status its client would retry (MLflow's own retries are off, so
+    requests reports it as a RetryError under MLflow's exception), or it took the
+    connection and then dropped it (reset, aborted, no answer in time), as a server does
+    while it restarts a worker or sheds load. A refused connection is not: nothing listens
+    there, which is a wrong URI far more often than a server still starting."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending and len(seen) < 16:  # the chain is short; a bound keeps a cycle harmless
+        err = pending.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, _DROPPED) or type(err).__name__ in _BUSY_NAMES:
             return True
-        seen = seen.__cause__ or seen.__context__
+        # requests and urllib3 keep the cause in args and .reason rather than __cause__
+        links = [err.__cause__, err.__context__, getattr(err, "reason", None), *err.args]
+        pending.extend(e for e in links if isinstance(e, BaseException))
     return False
+
+
+# Errors of a connection the server accepted and then lost: worth retrying.
+_DROPPED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+# urllib3's and requests' names for a server that answered "retry" or read too slowly.
+_BUSY_NAMES = frozenset({"RetryError", "ResponseError", "ReadTimeoutError", "ReadTimeout"})
 
 
 class RunStart:

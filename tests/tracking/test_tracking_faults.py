@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -162,8 +163,9 @@ class _Busy:
     server does while its sqlite database is locked; then it serves the few calls a run's
     start and close make."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, *, drop: bool = False) -> None:
         self.failures = failures
+        self.drop = drop  # fail by resetting the connection instead of answering 500
         self.paths: list[tuple[int, str]] = []
         busy = self
 
@@ -174,6 +176,12 @@ class _Busy:
                 path = self.path.split("?")[0]
                 status, reply = busy.answer(path)
                 busy.paths.append((status, path))
+                if status != 200 and busy.drop:  # as a server restarting its worker does
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.close_connection = True
+                    return
                 data = json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -218,6 +226,24 @@ def test_a_busy_server_is_retried_while_the_start_waits(
     finally:
         busy.close()
     assert [status for status, _ in busy.paths[:3]] == [500, 500, 500]
+    assert stats.dropped == 0 and stats.sent == 1
+
+
+def test_a_server_that_drops_the_connection_is_retried_while_the_start_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reset connection means a server that is up (it accepted it) but lost the call, as
+    when it restarts a worker under load: retried, unlike a refused one, which fails fast."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    dropping = _Busy(failures=2, drop=True)
+    tracker = MLflowTracker(dropping.url, start_wait_s=20.0, retry_backoff_s=0.05)
+    try:
+        assert tracker.start("dropped", params={"seed": 0}) == "r1"
+        tracker.log_metrics({"loss": 1.0}, 0)
+        stats = tracker.close()
+    finally:
+        dropping.close()
+    assert [status for status, _ in dropping.paths[:2]] == [500, 500]
     assert stats.dropped == 0 and stats.sent == 1
 
 
