@@ -210,6 +210,10 @@ GRID: tuple[Regime, ...] = (
         P("top", 10, 8),
         catalog={"chance_success": 0.5},
     ),
+    # the drifting evaluator on the third student (added 2026-12-06 with the shift's
+    # residue rule, which skill_drift led to, and held out to test it: first run on the
+    # fresh seeds 800-802)
+    Regime("group_drift", "held", "group", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
 )
 
 BASELINES = ("fixed", "ladder", "ladder_probe", "oracle")
@@ -327,6 +331,10 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "stalled_single": _set(_skill, "_stalled_single", False),
     # tiers by a Thompson draw at the belief's whole spread
     "tempered_draw": _set(_skill, "_draw_spread", 1.0),
+    # a reading the shift was taken off keeps its residue under half an item
+    "shift_residue": _set(_skill, "_shift_residue", False),
+    # a probe call's shift is read from 16 surely failing readings or more, as before
+    "shift_readings": _set(_skill, "_shift_readings", 16),
 }
 
 
@@ -344,10 +352,10 @@ def scheduler_for(catalog: Catalog, seed: int, changes: dict[str, Any]) -> Sched
     if changes.get("skill") is not None:
         changes["skill"] = replace(base.skill, **changes["skill"])
     sched = Scheduler(catalog, seed=seed, config=replace(base, **changes), **kwargs)
-    if without is not None:
-        if without not in SWITCHES:
-            raise SystemExit(f"unknown mechanism to switch off: {without!r}")
-        SWITCHES[without](sched)
+    for name in [without] if isinstance(without, str) else without or []:
+        if name not in SWITCHES:
+            raise SystemExit(f"unknown mechanism to switch off: {name!r}")
+        SWITCHES[name](sched)
     return sched
 
 
@@ -430,6 +438,10 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_reach_trial": {"without": "reach_trial"},
     # a probe call's readings are taken as they come, not less the shift they share
     "no_shared_shift": {"without": "shared_shift"},
+    # a reading the shift was taken off keeps a residue under half an item (as a pass)
+    "no_shift_residue": {"without": "shift_residue"},
+    # the shift is read only where 16 readings or more surely fail, as before
+    "no_shift_readings": {"without": "shift_readings"},
     "no_suspect_contrast": {"without": "suspect_contrast"},
     # a family is mastered by the belief alone, not also by its top tier's own outcomes
     "no_top_tier": {"without": "top_tier"},

@@ -145,8 +145,10 @@ _DRAW_SPREAD = 0.5
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
 _STALL_BELOW = 1.0
 # readings of a probe call at tiers the belief says surely fail, at least this many, before
-# their median reading above the belief is taken for a shift the whole call shares
-_SHIFT_READINGS = 16
+# their median reading above the belief is taken for a shift the whole call shares (late in
+# a run few families surely fail their top tier: 16 left a drifting evaluator's lift
+# unread there, and it read as skill)
+_SHIFT_READINGS = 8
 
 
 def _clip(values: Any, low: Any, high: Any) -> Any:
@@ -223,6 +225,12 @@ class SkillModel:
         # the ablation turns it off
         self._shift = True
         self.last_shift = 0.0  # the shift taken off the latest probe call's readings
+        # readings of a probe call at least this many before its shift is read
+        # (_shared_shift); the ablation sets 16
+        self._shift_readings = _SHIFT_READINGS
+        # whether a reading the shift was taken off that is left with under half an item
+        # passed reads none (_unshifted); the ablation turns it off
+        self._shift_residue = True
         # the top tier's own recent outcomes: mastered where they pass, whatever the belief
         # (policies/_top_tier.py); the ablation turns it off
         self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
@@ -552,10 +560,10 @@ class SkillModel:
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
         self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
-        if self.last_shift > 0.0:
-            scores = self._unshifted(scores, self.last_shift)
-        self._changed()
         items = n.astype(np.float64)
+        if self.last_shift > 0.0:
+            scores = self._unshifted(scores, self.last_shift, items)
+        self._changed()
         touched, owner = distinct(families, self._catalog.n_families)
         self.shortfall.probed(families, touched, owner, tiers, scores * items, items, step)
         self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
@@ -575,21 +583,26 @@ class SkillModel:
         mu, var = self.belief_at(families)
         upper = expit(cfg.slope * (mu + cfg.confidence * np.sqrt(var) - tiers))
         fails = upper < cfg.reach_floor
-        if np.count_nonzero(fails) < _SHIFT_READINGS:
+        if np.count_nonzero(fails) < self._shift_readings:
             return 0.0
         chance = self._chance[families][fails]
         expected = chance + (1.0 - chance) * expit(cfg.slope * (mu[fails] - tiers[fails]))
         return max(float(np.median(scores[fails] - expected)), 0.0)
 
-    @staticmethod
-    def _unshifted(scores: FloatArray, shift: float) -> FloatArray:
-        """Readings less a lift of ``shift``. A reading at 1 may have been clipped there:
-        all it says is a rate between 1 - shift and 1, and it is taken at the middle of
-        that (at 1 - shift, the mastered read as learning and kept their share: dev
-        `ladder_drift` 0.883 final against 0.885, p10 0.609 against 0.706)."""
+    def _unshifted(self, scores: FloatArray, shift: float, items: FloatArray) -> FloatArray:
+        """Readings of ``items`` items less a lift of ``shift``. A reading at 1 may have
+        been clipped there: all it says is a rate between 1 - shift and 1, and it is taken
+        at the middle of that (at 1 - shift, the mastered read as learning and kept their
+        share: dev `ladder_drift` 0.883 final against 0.885, p10 0.609 against 0.706). A
+        reading left with under half an item passed reads none: that residue is the
+        shift's error, not a pass, and at a tier far above a family's skill the logistic's
+        tail reads a hundredth of an item as a tier of skill (an impossible family's
+        belief rose out of reach that way under a drifting evaluator)."""
         lowered: FloatArray = np.where(
             scores >= 1.0, 1.0 - 0.5 * shift, np.clip(scores - shift, 0.0, 1.0)
         )
+        if self._shift_residue:
+            lowered[lowered * items < 0.5] = 0.0
         return lowered
 
     def _test_slope(
