@@ -214,6 +214,18 @@ GRID: tuple[Regime, ...] = (
     # residue rule, which skill_drift led to, and held out to test it: first run on the
     # fresh seeds 800-802)
     Regime("group_drift", "held", "group", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
+    Regime(  # multiple choice on the project's learner (added 2026-12-06 with the moments
+        # on a grid for guessable families, and held out to test them: first run on the
+        # fresh seeds 900-902)
+        "skill_mc",
+        "held",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        catalog={"chance_success": 0.25},
+    ),
 )
 
 BASELINES = ("fixed", "ladder", "ladder_probe", "oracle")
@@ -335,6 +347,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "shift_residue": _set(_skill, "_shift_residue", False),
     # a probe call's shift is read from 16 surely failing readings or more, as before
     "shift_readings": _set(_skill, "_shift_readings", 16),
+    # a guessable family's probe belief by Newton steps from the prior, as any other's
+    "match_moments": _set(_skill, "_match", False),
 }
 
 
@@ -442,6 +456,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_shift_residue": {"without": "shift_residue"},
     # the shift is read only where 16 readings or more surely fail, as before
     "no_shift_readings": {"without": "shift_readings"},
+    # a guessable family's probe belief by Newton steps from the prior (the plateau)
+    "no_match_moments": {"without": "match_moments"},
     "no_suspect_contrast": {"without": "suspect_contrast"},
     # a family is mastered by the belief alone, not also by its top tier's own outcomes
     "no_top_tier": {"without": "top_tier"},

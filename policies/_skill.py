@@ -48,6 +48,7 @@ from scipy.special import expit
 
 from domains import Catalog
 
+from ._grid_posterior import match_moments
 from ._shortfall import ShortfallTest
 from ._state_checks import family_floats
 from ._stats import median_of
@@ -231,6 +232,10 @@ class SkillModel:
         # whether a reading the shift was taken off that is left with under half an item
         # passed reads none (_unshifted); the ablation turns it off
         self._shift_residue = True
+        # whether a probe's readings of a family whose tasks pass by chance update its
+        # belief by the posterior's moments (_match_probes); the ablation turns it off
+        self._match = True
+        self._guessable: BoolArray = self._chance > 0
         # the top tier's own recent outcomes: mastered where they pass, whatever the belief
         # (policies/_top_tier.py); the ablation turns it off
         self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
@@ -565,10 +570,48 @@ class SkillModel:
             scores = self._unshifted(scores, self.last_shift, items)
         self._changed()
         touched, owner = distinct(families, self._catalog.n_families)
-        self.shortfall.probed(families, touched, owner, tiers, scores * items, items, step)
-        self._update(self.probe_mu, self.probe_var, touched, owner, tiers, scores * items, items)
-        self.top_tier.probed(touched, owner, tiers, scores * items, items)
+        passed = scores * items
+        self.shortfall.probed(families, touched, owner, tiers, passed, items, step)
+        guessed = self._guessable[families] if self._match else None
+        if guessed is None or not guessed.any():
+            self._update(self.probe_mu, self.probe_var, touched, owner, tiers, passed, items)
+        else:
+            self._match_probes(families, tiers, passed, items, guessed)
+        self.top_tier.probed(touched, owner, tiers, passed, items)
         return touched
+
+    def _match_probes(
+        self,
+        families: IntArray,
+        tiers: IntArray,
+        passed: FloatArray,
+        items: FloatArray,
+        guessed: BoolArray,
+    ) -> None:
+        """The probe belief's update where some readings are of families whose tasks pass
+        by chance: theirs by the posterior's moments on a grid (``match_moments``: the
+        Newton steps stay on the plateau that guessing makes), the rest as always."""
+        n_families = self._catalog.n_families
+        rest = ~guessed
+        if rest.any():
+            touched, owner = distinct(families[rest], n_families)
+            k, n = passed[rest], items[rest]
+            self._update(self.probe_mu, self.probe_var, touched, owner, tiers[rest], k, n)
+        touched, owner = distinct(families[guessed], n_families)
+        mu, var = match_moments(
+            self.probe_mu[touched],
+            self.probe_var[touched],
+            owner,
+            self._chance[families[guessed]],
+            tiers[guessed].astype(np.float64),
+            passed[guessed],
+            items[guessed],
+            slope=self.config.slope,
+            low=-_REACH,
+            high=self._top[touched] + _REACH,
+        )
+        self.probe_mu[touched] = mu
+        self.probe_var[touched] = var
 
     def _shared_shift(self, families: IntArray, tiers: IntArray, scores: FloatArray) -> float:
         """How far above the belief a probe call reads where the belief says the tier

@@ -883,3 +883,52 @@ def test_a_stalled_coin_like_family_of_one_tier_reads_flat() -> None:
     assert not model.flat().any()
     ladder = SkillModel(_catalog(tiers=2))  # no family of one tier: nothing read
     assert ladder._single.size == 0 and not ladder.flat().any()
+
+
+@pytest.mark.parametrize("chance", [0.25, 0.5])
+def test_a_top_tier_passed_by_every_item_reads_mastered_where_answers_can_be_guessed(
+    chance: float,
+) -> None:
+    """Above chance the likelihood of passes far above the belief is flat: Newton steps
+    from the prior stayed there for ten rounds of 8 of 8 at the top tier (chance 0 needs
+    two); the posterior's moments on a grid read it as at chance 0."""
+    cat = replace(_wide(20), chance_success=np.full(20, chance))
+    readings = np.full(20, round(chance * 8) / 8)  # the rest pass at chance
+    readings[0] = 1.0
+    rounds: dict[bool, int | None] = {}
+    for match in (True, False):
+        model = SkillModel(cat)
+        model._match = match
+        rounds[match] = None
+        for r in range(1, 6):
+            _probe_all(model, cat, tier=3, scores=readings)
+            if model.mastered()[0]:
+                rounds[match] = r
+                break
+    assert rounds[True] is not None and rounds[True] <= 2
+    assert rounds[False] is None
+
+
+def test_a_lucky_reading_at_chance_moves_the_belief_little_and_keeps_it_wide() -> None:
+    """5 of 8 where half pass by guessing says little: the posterior's mean, not the peak
+    of a flat likelihood far above the prior."""
+    cat = replace(_wide(20), chance_success=np.full(20, 0.5))
+    model = SkillModel(cat)
+    readings = np.full(20, 0.5)
+    readings[0] = 5 / 8
+    _probe_all(model, cat, tier=3, scores=readings)
+    mu, var = model.belief()
+    assert abs(mu[0] - mu[1]) < 0.5
+    assert var[0] > 1.0
+
+
+def test_families_without_a_chance_level_update_as_before() -> None:
+    cat = _wide(20)
+    chance = np.where(np.arange(20) < 10, 0.25, 0.0)
+    mixed, plain = SkillModel(replace(cat, chance_success=chance)), SkillModel(cat)
+    readings = np.linspace(0.0, 1.0, 20)
+    for m in (mixed, plain):
+        m._shift = False  # the update alone (the families' chance also moves the shift)
+        _probe_all(m, cat, tier=2, scores=readings)
+    np.testing.assert_array_equal(mixed.probe_mu[10:], plain.probe_mu[10:])
+    assert not np.allclose(mixed.probe_mu[:10], plain.probe_mu[:10])
