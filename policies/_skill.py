@@ -9,7 +9,9 @@ of its skill ``theta`` in tier units, with an explicit difficulty by tier:
 so ``theta = t`` means a pass rate of one half at tier ``t`` (chance-normalised). Each
 report and each probe is a batch of binomial counts ``(k of n at tier t)``; the belief is
 updated by a few Newton steps on the log-posterior (a Laplace approximation, as Glicko and
-online IRT do), vectorised over the families touched. Skill moves while the model trains,
+online IRT do), vectorised over the families touched; a probe of a family whose tasks
+pass by chance, by the posterior's moments on a grid instead (``_grid_posterior``: the
+Newton steps stay on the plateau that guessing makes). Skill moves while the model trains,
 so every training episode adds ``drift`` to the variance: old evidence fades by itself and a
 family that learns is tracked, without windows or counts kept per tier. A family that
 rose by ``min_gain`` or more over its last ``patience`` episodes also has its mean moved
