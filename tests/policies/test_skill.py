@@ -890,8 +890,9 @@ def test_a_top_tier_passed_by_every_item_reads_mastered_where_answers_can_be_gue
     chance: float,
 ) -> None:
     """Above chance the likelihood of passes far above the belief is flat: Newton steps
-    from the prior stayed there for ten rounds of 8 of 8 at the top tier (chance 0 needs
-    two); the posterior's moments on a grid read it as at chance 0."""
+    from the prior crawl along it (10 rounds of 8 of 8 at the top tier at chance 0.25, 28
+    at chance 0.5, 2 at chance 0); the posterior's moments on a grid read it as at
+    chance 0."""
     cat = replace(_wide(20), chance_success=np.full(20, chance))
     readings = np.full(20, round(chance * 8) / 8)  # the rest pass at chance
     readings[0] = 1.0
