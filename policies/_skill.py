@@ -11,7 +11,7 @@ report and each probe is a batch of binomial counts ``(k of n at tier t)``; the 
 updated by a few Newton steps on the log-posterior (a Laplace approximation, as Glicko and
 online IRT do), vectorised over the families touched; a probe of a family whose tasks
 pass by chance, by the posterior's moments on a grid instead (``_grid_posterior``: the
-Newton steps stay on the plateau that guessing makes). Skill moves while the model trains,
+Newton steps crawl along the plateau that guessing makes). Skill moves while the model trains,
 so every training episode adds ``drift`` to the variance: old evidence fades by itself and a
 family that learns is tracked, without windows or counts kept per tier. A family that
 rose by ``min_gain`` or more over its last ``patience`` episodes also has its mean moved
@@ -592,7 +592,7 @@ class SkillModel:
     ) -> None:
         """The probe belief's update where some readings are of families whose tasks pass
         by chance: theirs by the posterior's moments on a grid (``match_moments``: the
-        Newton steps stay on the plateau that guessing makes), the rest as always."""
+        Newton steps crawl along the plateau that guessing makes), the rest as always."""
         n_families = self._catalog.n_families
         rest = ~guessed
         if rest.any():
