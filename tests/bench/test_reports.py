@@ -1,5 +1,6 @@
-"""bench/targets.py and bench/compare.py: the issue's targets and the change between two runs,
-read off saved cells; a file or a seed that does not fit is one line and exit code 2."""
+"""bench/targets.py, bench/compare.py and bench/ablation.py: the issue's targets, the change
+between two runs and the ablation table, read off saved cells; a file or a seed that does
+not fit is one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import ablation  # noqa: E402
 import compare  # noqa: E402
 import targets  # noqa: E402
 from _cells import load_cells, split_runner  # noqa: E402
@@ -189,3 +191,36 @@ def test_a_side_without_a_runner_reads_the_default(tmp_path: Path) -> None:
     assert split_runner("runs/a.json:ours-no_hack") == (Path("runs/a.json"), "ours-no_hack")
     cells = load_cells([_write(tmp_path / "g.json", _grid((0,)))])
     assert len(cells) == 10  # ext 3, skill_1tier 3, skill_none 2, skill_hack 2
+
+
+def test_ablation_reads_each_switch_against_the_default_by_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells = []
+    for s in (0, 1):
+        cells += [
+            _cell("ext", "ours", s, final=0.90, auc=0.43, waste=0.04),  # dev
+            _cell("ext", "ours-no_a", s, final=0.88, auc=0.42, waste=0.05),
+            _cell("ext", "ours-no_b", s, final=0.90, auc=0.43, waste=0.04),
+            _cell("skill_drift", "ours", s, final=0.92, auc=0.34, waste=0.044),  # held
+            _cell("skill_drift", "ours-no_a", s, final=0.93, auc=0.34, waste=0.057),
+            _cell("skill_drift", "ours-no_b", s, final=0.92, auc=0.34, waste=0.044),
+        ]
+    path = _write(tmp_path / "ablate.json", cells)
+    assert ablation.main([str(path)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| no_")]
+    assert rows[0].split(" | ") == [
+        "| no_a", "-0.020", "-0.010", "+1.00", "+0.010", "+0.000", "+1.30", "1/0 of 1; 0/1 of 1 |"
+    ]  # fmt: skip
+    assert rows[1].endswith("| 0/0 of 1; 0/0 of 1 |")  # pays nowhere: a candidate to go
+
+
+def test_ablation_without_the_default_or_its_ablations_is_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = _write(tmp_path / "plain.json", [_cell("ext", "ours", 0)])
+    assert ablation.main([str(plain)]) == 2
+    assert "no ablation runners" in capsys.readouterr().err
+    orphan = _write(tmp_path / "orphan.json", [_cell("ext", "ours-no_a", 0)])
+    assert ablation.main([str(orphan)]) == 2
+    assert "no runner 'ours'" in capsys.readouterr().err
