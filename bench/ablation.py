@@ -21,7 +21,7 @@ from pathlib import Path
 
 from _cells import load_cells, runners_of
 from _common import BenchError, markdown_table, run_main
-from compare import Side, changes
+from compare import Side, changes, split_mean
 
 log = logging.getLogger("bench.ablation")
 
@@ -44,10 +44,10 @@ def rows(path: str, moved: float) -> list[list[str]]:
         row = [name.removeprefix("ours-")]
         counts = []
         for split in SPLITS:
-            group = [d for _, s, _, d in delta if s == split]
+            means = split_mean(delta, split)
             for metric, scale, fmt in _COLUMNS:
-                mean = sum(d[metric] for d in group) / len(group) if group else float("nan")
-                row.append(format(scale * mean, fmt))
+                row.append(format(scale * means[metric], fmt) if means else "nan")
+            group = [d for _, s, _, d in delta if s == split]
             worse = sum(d["final"] <= -moved for d in group)
             better = sum(d["final"] >= moved for d in group)
             counts.append(f"{worse}/{better} of {len(group)}")

@@ -42,7 +42,7 @@ def side(spec: str) -> Side:
     return Side(cells, runner, spec)
 
 
-def changes(a: Side, b: Side) -> list[tuple[str, str, int, dict[str, float]]]:
+def changes(a: Side, b: Side) -> list[Change]:
     """(regime, split, seeds shared, B less A per metric) for each grid regime both hold."""
     out = []
     for regime in GRID:
@@ -61,7 +61,19 @@ def changes(a: Side, b: Side) -> list[tuple[str, str, int, dict[str, float]]]:
     return out
 
 
-def render(rows: Sequence[tuple[str, str, int, dict[str, float]]], worse: float) -> str:
+Change = tuple[str, str, int, dict[str, float]]  # regime, split, seeds shared, B less A
+
+
+def split_mean(rows: Sequence[Change], split: str) -> dict[str, float] | None:
+    """Each metric's change averaged over the regimes of ``split`` ("all": every regime);
+    None where the split has none."""
+    group = [d for _, s, _, d in rows if split in ("all", s)]
+    if not group:
+        return None
+    return {m: sum(d[m] for d in group) / len(group) for m in METRICS}
+
+
+def render(rows: Sequence[Change], worse: float) -> str:
     def fmt(metric: str, value: float) -> str:
         # waste and hack2 in points of a percent, the rest as scores
         return f"{100 * value:+.2f}" if metric in ("waste", "hack2") else f"{value:+.4f}"
@@ -69,11 +81,11 @@ def render(rows: Sequence[tuple[str, str, int, dict[str, float]]], worse: float)
     header = ["regime", "split", "seeds", *[f"Δ {m}" for m in METRICS]]
     table = [[name, split, str(n), *[fmt(m, d[m]) for m in METRICS]] for name, split, n, d in rows]
     for split in ("dev", "held", "all"):
-        group = [d for _, s, _, d in rows if split in ("all", s)]
-        if group and not (split == "all" and len({s for _, s, _, _ in rows}) == 1):
-            means = {m: sum(d[m] for d in group) / len(group) for m in METRICS}
+        means = split_mean(rows, split)
+        if means is not None and not (split == "all" and len({s for _, s, _, _ in rows}) == 1):
+            count = sum(split in ("all", s) for _, s, _, _ in rows)
             table.append(
-                [f"**mean, {split}**", "", str(len(group)), *[fmt(m, means[m]) for m in METRICS]]
+                [f"**mean, {split}**", "", str(count), *[fmt(m, means[m]) for m in METRICS]]
             )
     lines = [markdown_table(header, table), "", "waste and hack2 in points of a percent"]
     fell = [f"{name} {d['final']:+.4f}" for name, _, _, d in rows if d["final"] <= -worse]
