@@ -57,11 +57,12 @@ def match_moments(
     log_fail = np.log(np.clip(1.0 - rate, 1e-12, 1.0)).astype(np.float32)
     grid32 = grid.astype(np.float32)
     order = np.argsort(owner, kind="stable")
-    first_row = np.searchsorted(owner[order], np.arange(m))
+    # each family's first row in ``order``, and one past the last family's last
+    first_row = np.searchsorted(owner[order], np.arange(m + 1))
     mean, var = np.empty(m), np.empty(m)
     for start in range(0, m, _CHUNK):
         stop = min(start + _CHUNK, m)
-        rows = order[first_row[start] : first_row[stop] if stop < m else order.shape[0]]
+        rows = order[first_row[start] : first_row[stop]]
         passed = k[rows, None].astype(np.float32)
         loglik = passed * log_pass[pair_of_row[rows]]
         loglik += (n[rows, None].astype(np.float32) - passed) * log_fail[pair_of_row[rows]]

@@ -237,7 +237,6 @@ class SkillModel:
         # whether a probe's readings of a family whose tasks pass by chance update its
         # belief by the posterior's moments (_match_probes); the ablation turns it off
         self._match = True
-        self._guessable: BoolArray = self._chance > 0
         # the top tier's own recent outcomes: mastered where they pass, whatever the belief
         # (policies/_top_tier.py); the ablation turns it off
         self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
@@ -574,7 +573,7 @@ class SkillModel:
         touched, owner = distinct(families, self._catalog.n_families)
         passed = scores * items
         self.shortfall.probed(families, touched, owner, tiers, passed, items, step)
-        guessed = self._guessable[families] if self._match else None
+        guessed = self._chance[families] > 0 if self._match else None
         if guessed is None or not guessed.any():
             self._update(self.probe_mu, self.probe_var, touched, owner, tiers, passed, items)
         else:
