@@ -136,7 +136,8 @@ def _z(alpha: float) -> float:
 
 
 class _Ring:
-    """The last ``window`` points (step, value, n) of every row, with a validity mask."""
+    """The last ``window`` points (step, value, n) of every row; an empty slot holds a NaN
+    value (a recorded score is finite: ``validate_points``), so no mask is kept beside it."""
 
     def __init__(self, rows: int, window: int) -> None:
         self.window = window
@@ -145,7 +146,6 @@ class _Ring:
         self.step = np.zeros((rows, window), dtype=np.int32)  # int32 [rows, window]
         self.value = np.full((rows, window), np.nan)  # float64 [rows, window]
         self.n = np.zeros((rows, window), dtype=np.int32)  # int32 [rows, window]
-        self.valid = np.zeros((rows, window), dtype=bool)  # bool [rows, window]
         self.count = np.zeros(rows, dtype=np.int64)  # int64 [rows], points ever
         self.fresh = np.zeros(rows, dtype=np.int64)  # int64 [rows], points since the last reset
 
@@ -155,18 +155,23 @@ class _Ring:
         self.step[rows, slot] = step
         self.value[rows, slot] = value
         self.n[rows, slot] = n
-        self.valid[rows, slot] = True
         self.count[rows] += 1
         self.fresh[rows] += 1
 
+    @property
+    def valid(self) -> BoolArray:
+        """bool [rows, window]: the slots that hold a point."""
+        held: BoolArray = ~np.isnan(self.value)
+        return held
+
     def reset(self, rows: IntArray) -> None:
-        self.valid[rows] = False
+        self.value[rows] = np.nan
         self.fresh[rows] = 0
 
     def xy(self) -> tuple[FloatArray, FloatArray]:
         """Steps and values as float arrays with NaN at invalid slots."""
-        x = np.where(self.valid, self.step.astype(np.float64), np.nan)
-        y = np.where(self.valid, self.value.astype(np.float64), np.nan)
+        y = self.value.copy()
+        x = np.where(np.isnan(y), np.nan, self.step.astype(np.float64))
         return x, y
 
     def slope(self, min_points: int, alpha: float) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -221,19 +226,30 @@ class _Ring:
         kept: IntArray = slots[self.valid[row, slots]]
         return kept
 
-    _FIELDS = ("step", "value", "n", "valid", "count", "fresh")
+    _FIELDS = ("step", "value", "n", "count", "fresh")
 
     def state_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f).copy() for f in self._FIELDS}
+        state = {f: getattr(self, f).copy() for f in self._FIELDS}
+        state["valid"] = self.valid  # derived; written so a reader of the old layout still reads it
+        return state
 
     def load_state_dict(self, state: dict[str, Any], where: str) -> None:
-        for f in self._FIELDS:
-            cur = getattr(self, f)
+        """Every field checked before any is set. ``valid`` is optional (an older
+        checkpoint's mask): a slot it marks empty is empty, whatever value it holds."""
+        shape = {f: getattr(self, f).shape for f in self._FIELDS} | {"valid": self.value.shape}
+        loaded = {}
+        for f in (*self._FIELDS, "valid"):
             arr = np.asarray(state[f]) if f in state else None
-            if arr is None or arr.shape != cur.shape:
+            if arr is None and f == "valid":
+                continue
+            if arr is None or arr.shape != shape[f]:
                 got = "missing" if arr is None else f"shape {arr.shape}"
-                raise ConfigError(f"{where}.{f}: expected shape {cur.shape}, got {got}")
-            setattr(self, f, arr.astype(cur.dtype, copy=True))
+                raise ConfigError(f"{where}.{f}: expected shape {shape[f]}, got {got}")
+            loaded[f] = arr
+        for f in self._FIELDS:
+            setattr(self, f, loaded[f].astype(getattr(self, f).dtype, copy=True))
+        if "valid" in loaded:
+            self.value[~loaded["valid"].astype(bool)] = np.nan
 
 
 def _as_1d(

@@ -241,3 +241,25 @@ def test_views_are_read_only() -> None:
         c.latest[0] = 1.0
     with pytest.raises(ValueError, match="read-only"):
         c.count[1] = 3
+
+
+def test_a_checkpoint_whose_mask_marks_a_slot_empty_loads_it_empty() -> None:
+    """The ring keeps no mask (an empty slot holds NaN); an older checkpoint's ``valid``
+    still decides which slots hold points, and a mask of the wrong shape changes nothing."""
+    c = _random_curves(5)
+    state = c.state_dict()
+    assert np.array_equal(state["ring"]["valid"], ~np.isnan(state["ring"]["value"]))
+    row = int(np.flatnonzero(state["ring"]["valid"].any(axis=1))[0])
+    kept = c.history(row)[1].size
+    old = {**state, "ring": {**state["ring"], "valid": state["ring"]["valid"].copy()}}
+    old["ring"]["value"] = np.nan_to_num(old["ring"]["value"], nan=0.5)  # the old layout's fill
+    old["ring"]["valid"][row, np.flatnonzero(old["ring"]["valid"][row])[0]] = False
+    d = ProbeCurves(c.n_families, window=c.window, chance=c.chance)
+    d.load_state_dict(old)
+    assert d.history(row)[1].size == kept - 1
+    assert np.all(np.isnan(d.state_dict()["ring"]["value"]) == ~old["ring"]["valid"])
+    before = d.state_dict()["ring"]["value"]
+    bad = {**state, "ring": {**state["ring"], "valid": np.ones((1, 1), dtype=bool)}}
+    with pytest.raises(ConfigError, match=r"ring\.valid: expected shape"):
+        d.load_state_dict(bad)
+    np.testing.assert_array_equal(d.state_dict()["ring"]["value"], before)
