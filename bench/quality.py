@@ -140,6 +140,18 @@ GRID: tuple[Regime, ...] = (
     # the evaluator drifts (a shared random walk of 0.03 a round) and loses 30 % of its
     # readings: skill_drift's protocol on the other student (added 2026-12-05, dev)
     Regime("ladder_drift", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
+    # yes/no answers on the ladder student (added 2026-12-06 as a dev regime: the early stall
+    # of guessable families was tuned on it after the held-out ladder_chance lost its p10)
+    Regime(
+        "ladder_yesno",
+        "dev",
+        "ladder",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        catalog={"chance_success": 0.5},
+    ),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
@@ -220,6 +232,17 @@ GRID: tuple[Regime, ...] = (
         "skill_mc",
         "held",
         "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        catalog={"chance_success": 0.25},
+    ),
+    Regime(  # multiple choice on the third student (added 2026-12-06 with the early stall
+        # of guessable families, and held out to test it: first run on seeds 1200-1202)
+        "group_mc",
+        "held",
+        "group",
         (30, 10, 4),
         128,
         300,
@@ -325,6 +348,10 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "reach_trial": _set(_skill, "_reach_trial", False),
     # a probe call's readings are taken as they come
     "shared_shift": _set(_skill, "_shift", False),
+    # a guessable family's stall is judged over patience's episodes, as any other's
+    "stall_window": _set(_skill, "_stall_span", 0.0),
+    # a family stalled early is held to stalled_weight, as any stalled family
+    "early_cap": _set(_pipeline, "early_stall_cap", 0.0),
     # a family at any tier can be stalled, as before
     "stall_below": _set(_skill, "_stall_below", float("inf")),
     # the belief only fades as a family trains; its mean stays
@@ -449,6 +476,10 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_trend": {"without": "trend"},
     # the stall test judges a family at any tier, not only under tier 1
     "no_stall_below": {"without": "stall_below"},
+    # a guessable family is judged for a stall only after patience's episodes, as any other
+    "no_stall_window": {"without": "stall_window"},
+    # a guessable family stalled early is held to stalled_weight, not a quarter share
+    "no_early_cap": {"without": "early_cap"},
     "no_reach_trial": {"without": "reach_trial"},
     # a probe call's readings are taken as they come, not less the shift they share
     "no_shared_shift": {"without": "shared_shift"},

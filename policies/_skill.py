@@ -147,6 +147,11 @@ _DRAW_SPREAD = 0.5
 # for hundreds of steps before the top tier; held to a trickle there, they took twice as
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
 _STALL_BELOW = 1.0
+# A family whose tasks pass by chance is judged for a stall over the episodes in which the
+# typical family rises this many tiers (stalled_early()): half a tier judged learners too
+# soon (dev skill_chance p10 +0.04 against +0.30), two waited long (waste -2.5 against -5.5
+# points)
+_STALL_SPAN = 1.0
 # readings of a probe call at tiers the belief says surely fail, at least this many, before
 # their median reading above the belief is taken for a shift the whole call shares (late in
 # a run few families surely fail their top tier: 16 left a drifting evaluator's lift
@@ -206,6 +211,8 @@ class SkillModel:
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
         self._reach_at: tuple[int, BoolArray] | None = None  # out_of_reach(), by version
+        # _stall_tests(), by version and the two switches the ablation may set after a read
+        self._stall_at: tuple[tuple[int, float, float], tuple[BoolArray, BoolArray]] | None = None
         self._chance = catalog.chance_success.astype(np.float64)
         # the share of a batch's rise in skill its outcomes are scored at, on average, by the
         # slope test (observe_training); 0 scores them at the belief before the batch, as
@@ -218,6 +225,9 @@ class SkillModel:
         self._draw_spread = _DRAW_SPREAD
         # the tier a family must be under to be stalled (stalled()); the ablation sets inf
         self._stall_below = _STALL_BELOW
+        # tiers the typical family rises in the episodes a guessable family's early stall
+        # is judged over (stalled_early()); the ablation sets 0 (patience's test only)
+        self._stall_span = _STALL_SPAN
         # the share of flat_z at which a slope reads suspect and its contrast draws go on
         # (slope_undecided); the ablation sets inf
         self._suspect = _SUSPECT
@@ -480,7 +490,27 @@ class SkillModel:
         family's rise if that is less) nor fell (a fall above tier 0 is forgetting, which
         needs practice; a fall below it is evidence settling on out-of-reach). A family
         that has climbed past tier 1 and pauses is on a plateau before a harder tier, as a
-        network is before it finds a sparse parity, not at a dead end (``_STALL_BELOW``)."""
+        network is before it finds a sparse parity, not at a dead end (``_STALL_BELOW``).
+        Also the families of ``stalled_early``."""
+        on_patience, early = self._stall_tests()
+        result: BoolArray = on_patience | early
+        return result
+
+    def stalled_early(self) -> BoolArray:
+        """bool [n_families]: stalled before ``patience``'s test could speak: a family whose
+        tasks pass by chance, trained as many episodes as the typical family takes to rise
+        ``_STALL_SPAN`` tiers (a trial's at least), its skill no higher than ``patience``
+        episodes' average. Guesses pass at every skill, so ``out_of_reach`` needs about a
+        hundred episodes to write off an impossible family there, and until then it took a
+        full share; but a slow starter looks the same this soon, so such a family is held
+        to a larger share than a stall after ``patience`` (``Pipeline``)."""
+        return self._stall_tests()[1]
+
+    def _stall_tests(self) -> tuple[BoolArray, BoolArray]:
+        """(stalled on ``patience``'s test, stalled early and not on it), by version."""
+        key = (self.version, self._stall_below, self._stall_span)
+        if self._stall_at is not None and self._stall_at[0] == key:
+            return self._stall_at[1]
         cfg = self.config
         mu, _ = self.belief()
         moved = self.progress()
@@ -489,13 +519,27 @@ class SkillModel:
         # far), at most ``min_gain``. A slow learner is slow for every family, and a family
         # learning at half the typical speed is not stalled.
         judged = self.tried() & ~self.out_of_reach()
-        typical = 0.0
+        rate = 0.0  # the typical family's rise per episode
         if judged.any():
-            typical = median_of(mu[judged] / self.episodes[judged]) * cfg.patience
-        gain = min(cfg.min_gain, _STALL_SHARE * max(typical, 0.0))
+            rate = max(median_of(mu[judged] / self.episodes[judged]), 0.0)
+        gain = min(cfg.min_gain, _STALL_SHARE * rate * cfg.patience)
         forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
-        result: BoolArray = (self.episodes >= cfg.patience) & (moved < gain) & ~forgetting
-        return result & (mu < self._stall_below)
+        below = mu < self._stall_below
+        on_patience: BoolArray = (self.episodes >= cfg.patience) & (moved < gain) & ~forgetting
+        on_patience &= below
+        early: BoolArray = np.zeros_like(on_patience)
+        if self._stall_span > 0.0 and rate > 0.0:
+            # only one not risen at all, and only where guesses pass: at chance 0, where
+            # out_of_reach speaks early, this test read slow starters stalled (a belief
+            # settling below the prior reads as a fall; dev ext p10 -0.25, skill_top
+            # final -0.02), and with a gain of min_gain more so (ext p10 -0.75)
+            window = max(self._stall_span / rate, cfg.trial)
+            early = (self.episodes >= window) & (moved < 0.0) & (self._chance > 0.0)
+            early &= below & ~forgetting & ~on_patience
+        on_patience.setflags(write=False)
+        early.setflags(write=False)
+        self._stall_at = (key, (on_patience, early))
+        return on_patience, early
 
     def hacked(self) -> BoolArray:
         """bool [n_families]: over two probe rounds or more, held-out results fall short of

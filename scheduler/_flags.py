@@ -22,9 +22,10 @@ from ._events import Event
 BoolArray = npt.NDArray[np.bool_]
 Int8Array = npt.NDArray[np.int8]
 
-_IDLE_REASONS = ("", "out_of_reach", "flat", "stalled", "out_of_reach")
+_IDLE_REASONS = ("", "out_of_reach", "flat", "stalled", "out_of_reach", "stalled")
 _STALLED = 3
 _UNTRIED = 4  # out of reach and ``SkillModel.on_trial``: it takes a spare share
+_STALLED_EARLY = 5  # ``SkillModel.stalled_early``: a larger cap than a stall on patience
 
 
 class Detector(Protocol):
@@ -62,15 +63,17 @@ class Idle:
     @property
     def codes(self) -> Int8Array | None:
         """int8 [n_families]: the latest flags' reasons (0 none, 1 out of reach, 2 flat,
-        3 stalled, 4 out of reach before it was tried), or None before the first read."""
+        3 stalled, 4 out of reach before it was tried, 5 stalled early), or None before the
+        first read."""
         return self._codes
 
     def flags(self, skill: SkillModel) -> BoolArray:
         # the first reason that holds (np.select's rule, without its per-call set-up)
         out_of_reach, flat, stalled = skill.out_of_reach(), skill.flat(), skill.stalled()
         reach = np.where(skill.on_trial(), _UNTRIED, 1)
+        stall = np.where(skill.stalled_early(), _STALLED_EARLY, _STALLED)
         self._codes = np.where(
-            out_of_reach, reach, np.where(flat, 2, np.where(stalled, _STALLED, 0))
+            out_of_reach, reach, np.where(flat, 2, np.where(stalled, stall, 0))
         ).astype(np.int8)
         result: BoolArray = self._codes > 0
         return result
@@ -119,12 +122,19 @@ class FlagBoard:
         merely stalled (they may still learn) and the out-of-reach not yet tried (a slow
         starter passes nothing at first); not the tried out-of-reach, flat or hacked."""
         codes = self._idle_codes()
-        first: BoolArray = self.row("mastered") | (codes == _STALLED) | (codes == _UNTRIED)
+        first: BoolArray = self.row("mastered") | self.stalled() | (codes == _UNTRIED)
         return first
 
     def stalled(self) -> BoolArray:
         """bool [n_families]: idle because their tier stopped rising (they may still learn)."""
-        result: BoolArray = self._idle_codes() == _STALLED
+        codes = self._idle_codes()
+        result: BoolArray = (codes == _STALLED) | (codes == _STALLED_EARLY)
+        return result
+
+    def stalled_early(self) -> BoolArray:
+        """bool [n_families]: stalled before ``patience``'s test spoke (a guessable family
+        that has not risen): a slow starter looks the same, so it keeps a larger cap."""
+        result: BoolArray = self._idle_codes() == _STALLED_EARLY
         return result
 
     def _idle_codes(self) -> Int8Array:

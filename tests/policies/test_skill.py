@@ -933,3 +933,96 @@ def test_families_without_a_chance_level_update_as_before() -> None:
         _probe_all(m, cat, tier=2, scores=readings)
     np.testing.assert_array_equal(mixed.probe_mu[10:], plain.probe_mu[10:])
     assert not np.allclose(mixed.probe_mu[:10], plain.probe_mu[:10])
+
+
+def _guessable_run(model: SkillModel, cat: Catalog, rounds: int) -> None:
+    """Families 0-8 climb a tier per 16 episodes from half a tier under tier 0; family 9
+    passes at chance, at tier 0, however much it trains (chance 0.5: a yes/no answer)."""
+    skill = np.linspace(-0.5, 0.0, cat.n_families)
+    for _ in range(rounds):
+        for f in range(cat.n_families):
+            theta = -3.0 if f == 9 else skill[f]
+            tier = int(np.clip(np.rint(theta), 0, 3))
+            p = 0.5 + 0.5 / (1.0 + np.exp(-3.0 * (theta - tier)))
+            _train(model, cat, family=f, tier=tier, k=round(8 * p), n=8)
+        skill[:9] += 0.5
+
+
+def test_a_guessable_family_that_never_rises_is_stalled_once_the_typical_family_rose_a_tier() -> (
+    None
+):
+    # Guesses pass at every skill, so no outcome confirms family 9 out of reach this soon;
+    # within 48 episodes (patience is 128) the others rose three tiers and it rose none.
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=4, chance_success=0.5)
+    model = SkillModel(cat)
+    _guessable_run(model, cat, rounds=6)
+    assert model.episodes[9] == 48 and not model.out_of_reach()[9]
+    stalled = model.stalled()
+    assert stalled[9] and model.stalled_early()[9]
+    assert not stalled[:9].any()
+    later = SkillModel(cat)  # the window off: judged at patience's 128 episodes only
+    later._stall_span = 0.0
+    _guessable_run(later, cat, rounds=6)
+    assert not later.stalled().any()
+
+
+def test_a_family_that_cannot_be_guessed_is_not_judged_early() -> None:
+    # At chance 0 out_of_reach speaks early, and a family that settled under the prior
+    # (passing 1 of 8 at tier 0, a slow starter) is left to patience's test, while the
+    # others rose: its fall from the prior is not read as a stall.
+    cat = _catalog()
+    model = SkillModel(cat)
+    _guessable_run_at_chance_0(model, cat)
+    assert model.progress()[9] < 0.0 and not model.out_of_reach()[9]
+    assert not model.stalled()[9]
+    model._chance = np.full(cat.n_families, 0.5)  # the same beliefs, guessable: stalled
+    model._changed()
+    assert model.stalled()[9] and model.stalled_early()[9]
+
+
+def _guessable_run_at_chance_0(model: SkillModel, cat: Catalog) -> None:
+    skill = np.linspace(-0.5, 0.0, cat.n_families)
+    for _ in range(6):
+        for f in range(cat.n_families):
+            tier = int(np.clip(np.rint(skill[f]), 0, 3))
+            p = 1.0 / (1.0 + np.exp(-3.0 * (skill[f] - tier)))
+            _train(model, cat, family=f, tier=tier, k=1 if f == 9 else round(8 * p), n=8)
+        skill[:9] += 0.5
+
+
+def _stalled_early_and_on_patience(early_cap: float | None = None) -> Scheduler:
+    """Guessable families (chance 0.5): 0 and 1 fell from the prior and did not rise, 0
+    in 40 episodes (the early test) and 1 in 200 (patience's); 2-9 rise a tier per 20."""
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=4, chance_success=0.5)
+    sched = Scheduler(cat, seed=0)
+    if early_cap is not None:
+        sched.pipeline.early_stall_cap = early_cap
+    sk = sched.skill
+    mu, slow = np.full(10, 2.0), np.full(10, 1.0)
+    mu[[0, 1]], slow[[0, 1]] = -0.5, 0.0
+    episodes = np.full(10, 40.0)
+    episodes[1] = 200.0
+    state = sk.state_dict()
+    state.update(
+        train_mu=mu, probe_mu=mu, slow_mu=slow, train_var=np.full(10, 0.05),
+        probe_var=np.full(10, 0.05), episodes=episodes, built=episodes,
+    )  # fmt: skip
+    sk.load_state_dict(state)
+    return sched
+
+
+def test_a_family_stalled_early_keeps_a_quarter_share_and_one_stalled_on_patience_a_tenth() -> None:
+    """So soon a slow starter looks like a family that cannot learn: the early stall holds
+    a guessable family to a quarter of a uniform share, not ``stalled_weight``'s tenth."""
+    sched = _stalled_early_and_on_patience()
+    sk, n = sched.skill, sched.catalog.n_families
+    np.testing.assert_array_equal(sk.stalled(), np.arange(10) < 2)
+    np.testing.assert_array_equal(sk.stalled_early(), np.arange(10) == 0)
+    family = sched.weights().family
+    assert family[0] == pytest.approx(0.25 / n)
+    assert family[1] == pytest.approx(sched.config.skill.stalled_weight / n)
+    idle = [e for e in sched.drain_events() if e.kind == "idle"]
+    assert [e.payload["reason"] for e in idle] == ["stalled", "stalled"]
+    # bench/quality.py's no_early_cap: held as any stalled family
+    ablated = _stalled_early_and_on_patience(early_cap=0.0)
+    assert ablated.weights().family[0] == pytest.approx(sched.config.skill.stalled_weight / n)

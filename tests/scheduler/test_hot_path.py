@@ -275,12 +275,13 @@ def test_all_ok_outcomes_take_a_shortcut_to_the_general_result(seed: int, size: 
 
 # ---------------------------------------------------------------------- idle reasons
 class _Reasons:
-    """Stands in for the skill model: three reasons per family, any may hold, and
-    whether each family is on trial."""
+    """Stands in for the skill model: three reasons per family, any may hold, whether
+    each family is on trial, and whether a stall is an early one."""
 
     def __init__(self, rng: np.random.Generator, n: int) -> None:
         self.masks = [rng.random(n) < 0.4 for _ in range(3)]
         self.trial_mask = rng.random(n) < 0.5
+        self.early_mask = self.masks[2] & (rng.random(n) < 0.5)
 
     def on_trial(self) -> np.ndarray:
         return self.trial_mask
@@ -294,16 +295,20 @@ class _Reasons:
     def stalled(self) -> np.ndarray:
         return self.masks[2]
 
+    def stalled_early(self) -> np.ndarray:
+        return self.early_mask
+
 
 def test_an_idle_family_takes_the_first_reason_that_holds() -> None:
     idle = Idle()
     skill = _Reasons(np.random.default_rng(4), 200)
     flags = idle.flags(skill)  # type: ignore[arg-type]
     reach = np.where(skill.trial_mask, 4, 1)  # out of reach, on trial or not
-    want = np.select(skill.masks, [reach, 2, 3], default=0)
+    stall = np.where(skill.early_mask, 5, 3)  # stalled early or on patience's test
+    want = np.select(skill.masks, [reach, 2, stall], default=0)
     assert idle.codes is not None and idle.codes.dtype == np.int8
     assert np.array_equal(idle.codes, want) and np.array_equal(flags, want > 0)
-    assert set(np.unique(want).tolist()) == {0, 1, 2, 3, 4}
+    assert set(np.unique(want).tolist()) == {0, 1, 2, 3, 4, 5}
 
 
 # ---------------------------------------------------------------------- cached reads
