@@ -74,6 +74,17 @@ class Regime:
 
 
 P = Protocol_
+
+
+def _guessable(name: str, split: str, student: str, chance: float) -> Regime:
+    """The issue's shape and protocol (300 families, 4 tiers, 128 episodes a step for 300
+    steps, the top tier probed every 10 steps from 8 items), answers passing by chance."""
+    return Regime(
+        name, split, student, (30, 10, 4), 128, 300, P("top", 10, 8),
+        catalog={"chance_success": chance},
+    )  # fmt: skip
+
+
 GRID: tuple[Regime, ...] = (
     # ---- dev: tuned on (seeds 0-2)
     Regime("ext", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8)),
@@ -125,16 +136,8 @@ GRID: tuple[Regime, ...] = (
         P("asked", 25, 32),
         {"learning_rate": 0.01},
     ),
-    Regime(  # yes/no answers: half pass by chance, at every tier, before any learning
-        "skill_chance",
-        "dev",
-        "skill",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        catalog={"chance_success": 0.5},
-    ),
+    # yes/no answers: half pass by chance, at every tier, before any learning
+    _guessable("skill_chance", "dev", "skill", 0.5),
     # a fast learner (the issue's student: its oracle's area was 0.69, ext's 0.49)
     Regime("ladder_fast", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8), {"rate": 0.4}),
     # the evaluator drifts (a shared random walk of 0.03 a round) and loses 30 % of its
@@ -142,16 +145,7 @@ GRID: tuple[Regime, ...] = (
     Regime("ladder_drift", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
     # yes/no answers on the ladder student (added 2026-12-06 as a dev regime: the early stall
     # of guessable families was tuned on it after the held-out ladder_chance lost its p10)
-    Regime(
-        "ladder_yesno",
-        "dev",
-        "ladder",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        catalog={"chance_success": 0.5},
-    ),
+    _guessable("ladder_yesno", "dev", "ladder", 0.5),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
@@ -186,16 +180,8 @@ GRID: tuple[Regime, ...] = (
         {"forgetting": 0.0, "prerequisite_share": 0.5},
     ),
     Regime("skill_all6", "held", "skill", (20, 10, 6), 128, 400, P("all", 10, 8)),
-    Regime(  # multiple choice: a quarter of the answers pass by chance
-        "ladder_chance",
-        "held",
-        "ladder",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        catalog={"chance_success": 0.25},
-    ),
+    # multiple choice: a quarter of the answers pass by chance
+    _guessable("ladder_chance", "held", "ladder", 0.25),
     # the group student (GRPO's group signal, bench/_students.py): added 2026-12-05 and held
     # out from the start; no mechanism or setting was chosen on it
     Regime("group_top", "held", "group", (30, 10, 4), 128, 300, P("top", 10, 8)),
@@ -212,43 +198,19 @@ GRID: tuple[Regime, ...] = (
         P("top", 10, 8),
         {"share_hackable": 0.05},
     ),
-    Regime(  # yes/no answers: half pass by chance
-        "group_chance",
-        "held",
-        "group",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        catalog={"chance_success": 0.5},
-    ),
+    # yes/no answers: half pass by chance
+    _guessable("group_chance", "held", "group", 0.5),
     # the drifting evaluator on the third student (added 2026-12-06 with the shift's
     # residue rule, which skill_drift led to, and held out to test it: first run on the
     # fresh seeds 800-802)
     Regime("group_drift", "held", "group", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
-    Regime(  # multiple choice on the project's learner (added 2026-12-06 with the moments
-        # on a grid for guessable families, and held out to test them: first run on the
-        # fresh seeds 900-902)
-        "skill_mc",
-        "held",
-        "skill",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        catalog={"chance_success": 0.25},
-    ),
-    Regime(  # multiple choice on the third student (added 2026-12-06 with the early stall
-        # of guessable families, and held out to test it: first run on seeds 1200-1202)
-        "group_mc",
-        "held",
-        "group",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        catalog={"chance_success": 0.25},
-    ),
+    # multiple choice on the project's learner (added 2026-12-06 with the moments
+    # on a grid for guessable families, and held out to test them: first run on the
+    # fresh seeds 900-902)
+    _guessable("skill_mc", "held", "skill", 0.25),
+    # multiple choice on the third student (added 2026-12-06 with the early stall
+    # of guessable families, and held out to test it: first run on seeds 1200-1202)
+    _guessable("group_mc", "held", "group", 0.25),
 )
 
 BASELINES = ("fixed", "ladder", "ladder_probe", "oracle")
