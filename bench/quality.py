@@ -211,6 +211,9 @@ GRID: tuple[Regime, ...] = (
     # multiple choice on the third student (added 2026-12-06 with the early stall
     # of guessable families, and held out to test it: first run on seeds 1200-1202)
     _guessable("group_mc", "held", "group", 0.25),
+    # one tier on the third student (added 2026-12-06 with the early stall of a family of
+    # one tier, which skill_1tier led to, and held out to test it: first run on 1300-1302)
+    Regime("group_1tier", "held", "group", (20, 10, 1), 64, 300, P("top", 10, 8)),
 )
 
 BASELINES = ("fixed", "ladder", "ladder_probe", "oracle")
@@ -312,6 +315,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "shared_shift": _set(_skill, "_shift", False),
     # a guessable family's stall is judged over patience's episodes, as any other's
     "stall_window": _set(_skill, "_stall_span", 0.0),
+    # a family of one tier is judged for a stall only after patience's episodes
+    "early_single": _set(_skill, "_early_single", False),
     # a family stalled early is held to stalled_weight, as any stalled family
     "early_cap": _set(_pipeline, "early_stall_cap", 0.0),
     # a family at any tier can be stalled, as before
@@ -440,6 +445,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_stall_below": {"without": "stall_below"},
     # a guessable family is judged for a stall only after patience's episodes, as any other
     "no_stall_window": {"without": "stall_window"},
+    # a family of one tier (chance 0) is not stalled early
+    "no_early_single": {"without": "early_single"},
     # a guessable family stalled early is held to stalled_weight, not a quarter share
     "no_early_cap": {"without": "early_cap"},
     "no_reach_trial": {"without": "reach_trial"},

@@ -212,7 +212,7 @@ class SkillModel:
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
         self._reach_at: tuple[int, BoolArray] | None = None  # out_of_reach(), by version
         # _stall_tests(), by version and the two switches the ablation may set after a read
-        self._stall_at: tuple[tuple[int, float, float], tuple[BoolArray, BoolArray]] | None = None
+        self._stall_at: tuple[tuple[Any, ...], tuple[BoolArray, BoolArray]] | None = None
         self._chance = catalog.chance_success.astype(np.float64)
         # the share of a batch's rise in skill its outcomes are scored at, on average, by the
         # slope test (observe_training); 0 scores them at the belief before the batch, as
@@ -228,6 +228,9 @@ class SkillModel:
         # tiers the typical family rises in the episodes a guessable family's early stall
         # is judged over (stalled_early()); the ablation sets 0 (patience's test only)
         self._stall_span = _STALL_SPAN
+        # whether a family of one tier may be stalled early too (stalled_early()); the
+        # ablation turns it off
+        self._early_single = True
         # the share of flat_z at which a slope reads suspect and its contrast draws go on
         # (slope_undecided); the ablation sets inf
         self._suspect = _SUSPECT
@@ -498,17 +501,27 @@ class SkillModel:
 
     def stalled_early(self) -> BoolArray:
         """bool [n_families]: stalled before ``patience``'s test could speak: a family whose
-        tasks pass by chance, trained as many episodes as the typical family takes to rise
-        ``_STALL_SPAN`` tiers (a trial's at least), its skill no higher than ``patience``
-        episodes' average. Guesses pass at every skill, so ``out_of_reach`` needs about a
-        hundred episodes to write off an impossible family there, and until then it took a
-        full share; but a slow starter looks the same this soon, so such a family is held
-        to a larger share than a stall after ``patience`` (``Pipeline``)."""
+        tasks pass by chance, or a family of one tier, trained as many episodes as the
+        typical family takes to rise ``_STALL_SPAN`` tiers (a trial's at least), its skill
+        no higher than ``patience`` episodes' average. Guesses pass at every skill, so
+        ``out_of_reach`` needs about a hundred episodes to write off an impossible family
+        there, and until then it took a full share; at one tier no contrast tests a slope,
+        and a coin flip is found only by a stall. A slow starter looks the same this soon,
+        so such a family is held to a larger share than a stall after ``patience``
+        (``WeightPipeline``)."""
         return self._stall_tests()[1]
+
+    def _judged_early(self) -> BoolArray:
+        """bool [n_families]: the families ``stalled_early`` may judge: guessable, or (unless
+        the ablation turns it off) of one tier."""
+        kinds: BoolArray = self._chance > 0.0
+        if self._early_single:
+            kinds = kinds | (self._catalog.n_tiers == 1)
+        return kinds
 
     def _stall_tests(self) -> tuple[BoolArray, BoolArray]:
         """(stalled on ``patience``'s test, stalled early and not on it), by version."""
-        key = (self.version, self._stall_below, self._stall_span)
+        key = (self.version, self._stall_below, self._stall_span, self._early_single)
         if self._stall_at is not None and self._stall_at[0] == key:
             return self._stall_at[1]
         cfg = self.config
@@ -529,12 +542,13 @@ class SkillModel:
         on_patience &= below
         early: BoolArray = np.zeros_like(on_patience)
         if self._stall_span > 0.0 and rate > 0.0:
-            # only one not risen at all, and only where guesses pass: at chance 0, where
-            # out_of_reach speaks early, this test read slow starters stalled (a belief
-            # settling below the prior reads as a fall; dev ext p10 -0.25, skill_top
-            # final -0.02), and with a gain of min_gain more so (ext p10 -0.75)
+            # only one not risen at all, and only where guesses pass or at one tier: at
+            # chance 0 and over tiers, where out_of_reach and the flatness test speak
+            # early, this test read slow starters stalled (a belief settling below the
+            # prior reads as a fall; dev ext p10 -0.25, skill_top final -0.02), and with a
+            # gain of min_gain more so (ext p10 -0.75)
             window = max(self._stall_span / rate, cfg.trial)
-            early = (self.episodes >= window) & (moved < 0.0) & (self._chance > 0.0)
+            early = (self.episodes >= window) & (moved < 0.0) & self._judged_early()
             early &= below & ~forgetting & ~on_patience
         on_patience.setflags(write=False)
         early.setflags(write=False)

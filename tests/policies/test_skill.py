@@ -1026,3 +1026,22 @@ def test_a_family_stalled_early_keeps_a_quarter_share_and_one_stalled_on_patienc
     # bench/quality.py's no_early_cap: held as any stalled family
     ablated = _stalled_early_and_on_patience(early_cap=0.0)
     assert ablated.weights().family[0] == pytest.approx(sched.config.skill.stalled_weight / n)
+
+
+def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
+    # At one tier no contrast tests a slope: a coin flip (family 9, 4 of 8 every time)
+    # is found only by a stall. Families 0-8 climb a tier per 16 episodes.
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
+    model = SkillModel(cat)
+    skill = np.linspace(-0.5, 0.0, cat.n_families)
+    for _ in range(6):
+        for f in range(cat.n_families):
+            p = 1.0 / (1.0 + np.exp(-3.0 * skill[f]))
+            _train(model, cat, family=f, tier=0, k=4 if f == 9 else round(8 * p), n=8)
+        skill[:9] += 0.5
+    if model.progress()[9] >= 0.0:  # a coin flip's belief wanders: judged once it falls
+        _train(model, cat, family=9, tier=0, k=3, n=8)
+    assert model.stalled_early()[9]
+    assert not model.stalled()[:9].any()
+    model._early_single = False  # bench/quality.py's no_early_single: patience's test only
+    assert not model.stalled()[9]
