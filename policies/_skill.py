@@ -147,10 +147,10 @@ _DRAW_SPREAD = 0.5
 # for hundreds of steps before the top tier; held to a trickle there, they took twice as
 # long to learn it). Under it, a family that does not rise has learned next to nothing.
 _STALL_BELOW = 1.0
-# A family whose tasks pass by chance is judged for a stall over the episodes in which the
-# typical family rises this many tiers (stalled_early()): half a tier judged learners too
-# soon (dev skill_chance p10 +0.04 against +0.30), two waited long (waste -2.5 against -5.5
-# points)
+# A family whose tasks pass by chance (or of one tier) is judged for a stall over the
+# episodes in which the typical family rises this many tiers (stalled_early()): half a tier
+# judged learners too soon (dev skill_chance p10 +0.04 against +0.30), two waited long
+# (waste -2.5 against -5.5 points)
 _STALL_SPAN = 1.0
 # readings of a probe call at tiers the belief says surely fail, at least this many, before
 # their median reading above the belief is taken for a shift the whole call shares (late in
@@ -211,7 +211,7 @@ class SkillModel:
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
         self._reach_at: tuple[int, BoolArray] | None = None  # out_of_reach(), by version
-        # _stall_tests(), by version and the two switches the ablation may set after a read
+        # _stall_tests(), by version and the three switches the ablation may set after a read
         self._stall_at: tuple[tuple[Any, ...], tuple[BoolArray, BoolArray]] | None = None
         self._chance = catalog.chance_success.astype(np.float64)
         # the share of a batch's rise in skill its outcomes are scored at, on average, by the

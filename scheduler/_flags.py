@@ -132,8 +132,9 @@ class FlagBoard:
         return result
 
     def stalled_early(self) -> BoolArray:
-        """bool [n_families]: stalled before ``patience``'s test spoke (a guessable family
-        that has not risen): a slow starter looks the same, so it keeps a larger cap."""
+        """bool [n_families]: stalled before ``patience``'s test spoke (a guessable family,
+        or one of one tier, that has not risen): a slow starter looks the same, so it keeps
+        a larger cap."""
         result: BoolArray = self._idle_codes() == _STALLED_EARLY
         return result
 

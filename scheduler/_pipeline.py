@@ -36,11 +36,12 @@ _RELAX_ROUNDS = 40  # doublings of the flagged caps tried before the quotas give
 # share. A stall is weaker evidence of something left to learn than mastery is of something
 # to keep, and a coin flip on a single tier is found only by its stall.
 _STALLED_SPARE = 0.25
-# A family stalled early (``SkillModel.stalled_early``: guessable, not risen over the episodes
-# in which the typical family rises a tier) is held to this many uniform shares, not
-# ``stalled_weight``: a slow starter looks the same that soon (the ladder student's, at
-# chance 0.5: p10 0.127 at stalled_weight's 0.1, 0.307 at 0.25, 0.228 at 0.5, against 0.138
-# without the early test; final 0.833 / 0.804 / 0.780 against 0.752; dev seeds 0-11)
+# A family stalled early (``SkillModel.stalled_early``: guessable or of one tier, not risen
+# over the episodes in which the typical family rises a tier) is held to this many uniform
+# shares, not ``stalled_weight``: a slow starter looks the same that soon (the ladder
+# student's, at chance 0.5: p10 0.127 at stalled_weight's 0.1, 0.307 at 0.25, 0.228 at 0.5,
+# against 0.138 without the early test; final 0.833 / 0.804 / 0.780 against 0.752; dev
+# seeds 0-11)
 _EARLY_STALL_CAP = 0.25
 
 
@@ -65,7 +66,7 @@ class WeightPipeline:
         self._projected = ArrayMemo()  # the last quota projection, to skip a repeat of it
         self._held = ArrayMemo()  # the last flagged caps held to the batch (hold_flagged)
         self.stalled_spare = _STALLED_SPARE  # 1.0: as a mastered family (the ablation)
-        self.early_stall_cap = _EARLY_STALL_CAP  # uniform shares (the ablation sets 0.1)
+        self.early_stall_cap = _EARLY_STALL_CAP  # uniform shares (ablation: 0, stalled_weight)
         self.built_spare = True  # False: the mastered split a spare share evenly (ablation)
         self.built_cap = True  # False: every mastered family keeps the whole cap (ablation)
         # no family takes more than this share while others can take the rest (fixed)
