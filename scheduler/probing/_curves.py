@@ -181,30 +181,31 @@ class _Ring:
     def span(self) -> FloatArray:
         """Steps covered by the valid points of each row (0 with fewer than two)."""
         x, _ = self.xy()
+        valid = self.valid
         with np.errstate(invalid="ignore"):
-            hi = np.nanmax(np.where(self.valid, x, -np.inf), axis=1)
-            lo = np.nanmin(np.where(self.valid, x, np.inf), axis=1)
-        return np.where(self.valid.sum(axis=1) >= 2, hi - lo, 0.0)
+            hi = np.nanmax(np.where(valid, x, -np.inf), axis=1)
+            lo = np.nanmin(np.where(valid, x, np.inf), axis=1)
+        return np.where(valid.sum(axis=1) >= 2, hi - lo, 0.0)
 
     def pooled(self) -> tuple[FloatArray, FloatArray]:
         """Successes and trials summed over the valid window: sum(value * n), sum(n)."""
-        w = np.where(self.valid, self.n, 0).astype(np.float64)
-        return (np.where(self.valid, self.value.astype(np.float64), 0.0) * w).sum(axis=1), w.sum(
-            axis=1
-        )
+        valid = self.valid
+        w = np.where(valid, self.n, 0).astype(np.float64)
+        return (np.where(valid, self.value, 0.0) * w).sum(axis=1), w.sum(axis=1)
 
     def halves(self) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """Pooled (successes, trials) of the older and the newer half of each row's valid
         points, by step; the middle point of an odd count belongs to neither."""
-        order = np.argsort(np.where(self.valid, self.step, np.iinfo(np.int64).max), axis=1,
+        valid = self.valid
+        order = np.argsort(np.where(valid, self.step, np.iinfo(np.int64).max), axis=1,
                            kind="stable")  # fmt: skip
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(self.window)[None, :], axis=1)
-        m = self.valid.sum(axis=1, keepdims=True)
-        early = self.valid & (rank < m // 2)
-        late = self.valid & (rank >= m - m // 2)
+        m = valid.sum(axis=1, keepdims=True)
+        early = valid & (rank < m // 2)
+        late = valid & (rank >= m - m // 2)
         w = self.n.astype(np.float64)
-        ks = np.where(self.valid, self.value.astype(np.float64), 0.0) * w
+        ks = np.where(valid, self.value, 0.0) * w
         return (
             np.where(early, ks, 0.0).sum(axis=1),
             np.where(early, w, 0.0).sum(axis=1),
@@ -214,8 +215,9 @@ class _Ring:
 
     def mean(self) -> FloatArray:
         """Unweighted mean of the valid values (NaN for an empty row)."""
-        k = self.valid.sum(axis=1)
-        s = np.where(self.valid, self.value.astype(np.float64), 0.0).sum(axis=1)
+        valid = self.valid
+        k = valid.sum(axis=1)
+        s = np.where(valid, self.value, 0.0).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(k > 0, s / np.maximum(k, 1), np.nan)
 
@@ -223,7 +225,7 @@ class _Ring:
         """Slots of the valid points of one row, oldest first."""
         start = int(self.count[row]) % self.window
         slots: IntArray = (start + np.arange(self.window, dtype=np.int64)) % self.window
-        kept: IntArray = slots[self.valid[row, slots]]
+        kept: IntArray = slots[~np.isnan(self.value[row, slots])]
         return kept
 
     _FIELDS = ("step", "value", "n", "count", "fresh")
