@@ -55,6 +55,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         # the model: (step, token) of every batch that awaits a report
         self.awaiting: set[tuple[int, int, bytes]] = set()
         self.saved: list[tuple[bytes, set[tuple[int, int, bytes]]]] = []
+        # every batch drawn that a report may still match, by key (_overlaps)
+        self.drawn: dict[tuple[int, int, bytes], Batch] = {}
         self.count = self.sched.stats.count.copy()
         self.rng = np.random.default_rng(0)
 
@@ -67,6 +69,13 @@ class SchedulerMachine(RuleBasedStateMachine):
         with pytest.raises(error):
             call(*args, **kwargs)
         assert self._snap() == before, "a rejected call changed the state"
+
+    def _remember(self, batch: Batch) -> None:
+        """Every batch a report may still match, by key: the awaiting ones, now or in a
+        saved checkpoint (they may have left ``batches``), and the ones a rule may pick."""
+        self.drawn[_key(batch)] = batch
+        keep = self.awaiting.union({_key(b) for b in self.batches}, *(a for _, a in self.saved))
+        self.drawn = {key: b for key, b in self.drawn.items() if key in keep}
 
     def _expire(self) -> None:
         """The model of report_window: drawing step s expires steps before s - WINDOW."""
@@ -88,6 +97,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.batches = [*self.batches[-7:], batch]
         self.awaiting.add(_key(batch))
         self._expire()
+        self._remember(batch)
 
     @rule(n=st.integers(1, 24))
     def draw_and_report(self, n: int) -> None:
@@ -127,10 +137,10 @@ class SchedulerMachine(RuleBasedStateMachine):
         then takes the oldest row, which the model does not follow."""
         mine = set(zip(batch.arm.tolist(), batch.variant.tolist(), strict=True))
         return any(
-            _key(b) != _key(batch)
-            and _key(b) in self.awaiting
+            key != _key(batch)
+            and key in self.awaiting
             and mine & set(zip(b.arm.tolist(), b.variant.tolist(), strict=True))
-            for b in self.batches
+            for key, b in self.drawn.items()
         )
 
     @rule(
