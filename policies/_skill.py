@@ -357,6 +357,12 @@ class SkillModel:
             tier = np.where(side, beside, tier)
         return tier
 
+    @property
+    def draw_spread(self) -> float:
+        """What ``draw_tiers`` multiplies the belief's spread by (``scheduler/_demand.py``
+        mirrors the draw with it)."""
+        return self._draw_spread
+
     def flat(self) -> BoolArray:
         """bool [n_families]: the pass rate does not fall with the tier as the belief's
         slope says it should: the score test of the slope (from every training outcome,

@@ -161,8 +161,8 @@ def _tier_split(sched: Scheduler, weights: Weights) -> FloatArray:
 
 
 def _skill_split(catalog: Catalog, skill: SkillModel) -> FloatArray:
-    """``SkillModel.draw_tiers`` in closed form. It Thompson-samples each family's skill
-    from N(mu, var) and takes the tier nearest the target pass rate,
+    """``SkillModel.draw_tiers`` in closed form. It samples each family's skill from
+    N(mu, (draw_spread * sd)^2) and takes the tier nearest the target pass rate,
     clip(rint(theta - offset), 0, top): tier t holds theta - offset in [t - 1/2, t + 1/2),
     and the end tiers hold the tails; then a ``contrast`` share of a family whose slope is
     undecided moves one tier down (up from tier 0). tests/scheduler/test_demand.py checks this
@@ -172,7 +172,7 @@ def _skill_split(catalog: Catalog, skill: SkillModel) -> FloatArray:
     offset = np.log(cfg.target / (1.0 - cfg.target)) / cfg.slope
     fam, tier = catalog.family_of_arm, catalog.tier_of_arm
     top = catalog.n_tiers[fam] - 1
-    sd = np.maximum(np.sqrt(var[fam]), 1e-300)
+    sd = np.maximum(skill.draw_spread * np.sqrt(var[fam]), 1e-300)
     low = np.where(tier == 0, -np.inf, tier - 0.5)
     high = np.where(tier == top, np.inf, tier + 0.5)
     split: FloatArray = ndtr((high + offset - mu[fam]) / sd) - ndtr((low + offset - mu[fam]) / sd)

@@ -105,3 +105,32 @@ def test_demand_needs_a_batch_size_before_the_first_draw() -> None:
         sched.demand(5)
     with pytest.raises(ConfigError, match="steps and batch_size"):
         sched.demand(0, 8)
+
+
+def test_the_closed_form_tier_split_is_the_draw_of_one_belief() -> None:
+    """Per family, the split ``demand`` uses is the distribution ``draw_tiers`` samples:
+    the belief's spread tempered as the draw tempers it (it was taken whole), and a
+    ``contrast`` share one tier down where the slope is undecided (untested or suspect),
+    none where it is decided."""
+    from policies import SkillModel
+    from scheduler._demand import _skill_split
+
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=3, n_tiers=4)
+    skill = SkillModel(cat)
+    state = skill.state_dict()
+    mu, var = np.array([1.3, 2.4, 3.2]), np.array([1.0, 0.5, 1e-4])
+    state.update(train_mu=mu, probe_mu=mu, train_var=var, probe_var=var)
+    info = np.array([0.3, 1.0, 1.0])  # untested, decided, suspect
+    z = np.array([0.0, 0.0, -3.0])
+    zero, one = np.zeros(3), np.ones(3)
+    state["slope_test"] = np.stack([zero, z * np.sqrt(info), one, info, zero])
+    skill.load_state_dict(state)
+    assert skill.slope_undecided().tolist() == [True, False, True]
+    split = _skill_split(cat, skill)
+    rng = np.random.default_rng(0)
+    draws = 20_000
+    for family in (0, 1, 2):
+        tiers = skill.draw_tiers(np.full(draws, family, dtype=np.int64), rng)
+        seen = np.bincount(tiers, minlength=4) / draws
+        arms = slice(cat.arm_start[family], cat.arm_start[family + 1])
+        np.testing.assert_allclose(seen, split[arms], atol=0.015, err_msg=str(family))
