@@ -349,13 +349,25 @@ class SkillModel:
             side = undecided & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
-            flat = self._reads_flat(z, info, families)
-            if self._under_top and flat.any():  # read only where the slope reads flat
-                odd = np.zeros_like(flat)
-                odd[flat] = self.top_tier.under_top(_RISE_Z, families[flat])
-                beside = np.where(odd, top, beside)
+            beside = np.where(self._to_top(z, info, families), top, beside)
             tier = np.where(side, beside, tier)
         return tier
+
+    def contrast_to_top(self) -> BoolArray:
+        """bool [n_families]: the families whose contrast draws ``draw_tiers`` sends to
+        their top tier, not beside the tier drawn (``scheduler/_demand.py`` mirrors it)."""
+        z, info = self._slope_z()
+        return self._to_top(z, info, None)
+
+    def _to_top(self, z: FloatArray, info: FloatArray, families: IntArray | None) -> BoolArray:
+        """bool: of ``families`` (default all), whose slope test (``z``, ``info``) reads
+        flat but whose top-tier probes fail where its easier tiers pass (``under_top``)."""
+        flat = self._reads_flat(z, info, families)
+        odd: BoolArray = np.zeros_like(flat)
+        if self._under_top and flat.any():  # read only where the slope reads flat
+            pick = np.flatnonzero(flat) if families is None else families[flat]
+            odd[flat] = self.top_tier.under_top(_RISE_Z, pick)
+        return odd
 
     @property
     def draw_spread(self) -> float:

@@ -134,3 +134,33 @@ def test_the_closed_form_tier_split_is_the_draw_of_one_belief() -> None:
         seen = np.bincount(tiers, minlength=4) / draws
         arms = slice(cat.arm_start[family], cat.arm_start[family + 1])
         np.testing.assert_allclose(seen, split[arms], atol=0.015, err_msg=str(family))
+
+
+def test_the_closed_form_split_sends_a_flat_ladders_contrast_to_its_top_tier() -> None:
+    """A family whose tiers 0 and 1 pass alike where it trains reads flat, but its
+    top-tier probes fail: its contrast draws go to its top tier (``contrast_to_top``), in
+    the draw and in the split ``demand`` uses; a family whose top tier passes as its easier
+    tiers do sends them beside the tier drawn."""
+    from policies import SkillModel
+    from scheduler._demand import _skill_split
+
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4)
+    skill = SkillModel(cat)
+    rng = np.random.default_rng(0)
+    for i in range(24):  # 80 % at tiers 0 and 1; the top tier probed at 10 % and 80 %
+        for family in (0, 1):
+            for tier in (0, 1):
+                arm = np.full(8, cat.arm_start[family] + tier, dtype=np.int64)
+                skill.observe_training(arm, (rng.random(8) < 0.8).astype(np.float64))
+        if i % 4 == 0:
+            skill.observe_probes(
+                np.array([0, 1]), np.full(2, 3), np.array([0.1, 0.8]), np.full(2, 8)
+            )
+    assert skill.contrast_to_top().tolist() == [True, False]
+    split = _skill_split(cat, skill)
+    draws = 20_000
+    for family in (0, 1):
+        tiers = skill.draw_tiers(np.full(draws, family, dtype=np.int64), rng)
+        seen = np.bincount(tiers, minlength=4) / draws
+        arms = slice(cat.arm_start[family], cat.arm_start[family + 1])
+        np.testing.assert_allclose(seen, split[arms], atol=0.015, err_msg=str(family))
