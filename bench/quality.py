@@ -317,6 +317,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "stall_window": _set(_skill, "_stall_span", 0.0),
     # a family of one tier is judged for a stall only after patience's episodes
     "early_single": _set(_skill, "_early_single", False),
+    # a family of one tier is stalled early only where it has not risen at all
+    "single_gain": _set(_skill, "_single_gain", False),
     # a family stalled early is held to stalled_weight, as any stalled family
     "early_cap": _set(_pipeline, "early_stall_cap", 0.0),
     # a family at any tier can be stalled, as before
@@ -447,6 +449,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_stall_window": {"without": "stall_window"},
     # a family of one tier (chance 0) is not stalled early
     "no_early_single": {"without": "early_single"},
+    # a family of one tier is stalled early only where it has not risen at all, not below
+    # patience's gain
+    "no_single_gain": {"without": "single_gain"},
     # a guessable family stalled early is held to stalled_weight, not a quarter share
     "no_early_cap": {"without": "early_cap"},
     "no_reach_trial": {"without": "reach_trial"},

@@ -231,6 +231,9 @@ class SkillModel:
         # whether a family of one tier may be stalled early too (stalled_early()); the
         # ablation turns it off
         self._early_single = True
+        # whether a family of one tier is stalled early below patience's gain, not only
+        # below no rise at all (stalled_early()); the ablation turns it off
+        self._single_gain = True
         # the share of flat_z at which a slope reads suspect and its contrast draws go on
         # (slope_undecided); the ablation sets inf
         self._suspect = _SUSPECT
@@ -521,7 +524,8 @@ class SkillModel:
         """bool [n_families]: stalled before ``patience``'s test could speak: a family whose
         tasks pass by chance, or a family of one tier, trained as many episodes as the
         typical family takes to rise ``_STALL_SPAN`` tiers (a trial's at least), its skill
-        no higher than ``patience`` episodes' average. Guesses pass at every skill, so
+        no higher than ``patience`` episodes' average (a family of one tier: not higher by
+        ``patience``'s gain). Guesses pass at every skill, so
         ``out_of_reach`` needs about a hundred episodes to write off an impossible family
         there, and until then it took a full share; at one tier no contrast tests a slope,
         and a coin flip is found only by a stall. A slow starter looks the same this soon,
@@ -539,7 +543,13 @@ class SkillModel:
 
     def _stall_tests(self) -> tuple[BoolArray, BoolArray]:
         """(stalled on ``patience``'s test, stalled early and not on it), by version."""
-        key = (self.version, self._stall_below, self._stall_span, self._early_single)
+        key = (
+            self.version,
+            self._stall_below,
+            self._stall_span,
+            self._early_single,
+            self._single_gain,
+        )
         if self._stall_at is not None and self._stall_at[0] == key:
             return self._stall_at[1]
         cfg = self.config
@@ -564,9 +574,16 @@ class SkillModel:
             # chance 0 and over tiers, where out_of_reach and the flatness test speak
             # early, this test read slow starters stalled (a belief settling below the
             # prior reads as a fall; dev ext p10 -0.25, skill_top final -0.02), and with a
-            # gain of min_gain more so (ext p10 -0.75)
+            # gain of min_gain more so (ext p10 -0.75). At one tier, not risen by
+            # patience's gain: judged on no rise at all, a coin flip's flag came and went
+            # with its belief's noise, and each time it went the family took an unflagged
+            # share, late in a run the ceiling's (skill_1tier waste -1.37 points on dev
+            # seeds 0-11; at every guessable family, ladder_yesno p10 -0.23)
             window = max(self._stall_span / rate, cfg.trial)
-            early = (self.episodes >= window) & (moved < 0.0) & self._judged_early()
+            bar = np.zeros(moved.shape[0])
+            if self._single_gain and self._single.size:
+                bar[self._single] = gain
+            early = (self.episodes >= window) & (moved < bar) & self._judged_early()
             early &= below & ~forgetting & ~on_patience
         on_patience.setflags(write=False)
         early.setflags(write=False)

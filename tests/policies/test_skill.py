@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import numpy as np
@@ -1045,3 +1046,28 @@ def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
     assert not model.stalled()[:9].any()
     model._early_single = False  # bench/quality.py's no_early_single: patience's test only
     assert not model.stalled()[9]
+
+
+def test_a_family_of_one_tier_not_risen_by_the_stall_gain_is_stalled_early() -> None:
+    """A coin flip's belief wanders above its slow average as often as below: judged on no
+    rise at all, its early stall came and went, and each time it went the family took an
+    unflagged share. At one tier it is judged on patience's gain (a quarter tier here):
+    risen 0.12 it is stalled, risen 0.26 it is not; with the rule off (bench/quality.py's
+    no_single_gain), a rise of 0.12 clears it."""
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
+    model = SkillModel(cat)
+    skill = np.linspace(-0.5, 0.0, cat.n_families)
+    for _ in range(6):
+        for f in range(cat.n_families):
+            p = 1.0 / (1.0 + np.exp(-3.0 * skill[f]))
+            _train(model, cat, family=f, tier=0, k=4 if f == 9 else round(8 * p), n=8)
+        skill[:9] += 0.5
+    risen = copy.deepcopy(model)
+    _train(model, cat, family=9, tier=0, k=5, n=8)
+    assert 0.0 < model.progress()[9] < 0.25
+    assert model.stalled_early()[9] and not model.stalled()[:9].any()
+    model._single_gain = False
+    assert not model.stalled_early()[9]
+    _train(risen, cat, family=9, tier=0, k=6, n=8)
+    assert risen.progress()[9] > 0.25
+    assert not risen.stalled_early()[9]
