@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from skill_evidence import two_tiers_alike
 
 from domains import Catalog
 from policies import SkillConfig, SkillModel
@@ -641,33 +642,16 @@ def test_a_flat_family_whose_top_tier_probes_rose_is_not_flat() -> None:
     assert model.flat()[0]
 
 
-def _two_tiers_alike(model: SkillModel, top_probe: tuple[float, float], rounds: int = 24) -> None:
-    """Two families of a 4-tier catalog train at tiers 0 and 1 alike, passing 80 % at
-    each (the one-slope belief reads that flat), and their top tier is probed every fourth
-    round, reading ``top_probe`` (one per family)."""
-    cat = model._catalog
-    rng = np.random.default_rng(0)
-    for i in range(rounds):
-        for family in (0, 1):
-            for tier in (0, 1):
-                arm = np.full(8, cat.arm_start[family] + tier, dtype=np.int64)
-                model.observe_training(arm, (rng.random(8) < 0.8).astype(np.float64))
-        if i % 4 == 0:
-            model.observe_probes(
-                np.array([0, 1]), np.array([3, 3]), np.array(top_probe), np.full(2, 8)
-            )
-
-
 def test_top_tier_probes_failing_where_the_tiers_below_pass_read_under_top() -> None:
     """Training under the top passes 80 %: a top tier probed at 10 % reads under it (the
     pass rate falls with the tier), one probed at 80 % does not (as a coin flip passes
     every tier alike), and neither does anything before 16 probe items count (faded)."""
     model = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
-    _two_tiers_alike(model, (0.1, 0.8), rounds=12)  # three probe rounds of 8 items
+    two_tiers_alike(model, (0.1, 0.8), rounds=12)  # three probe rounds of 8 items
     assert model.top_tier.under_top(3.0, np.arange(2)).tolist() == [True, False]
     assert model.top_tier.under_top(3.0, np.array([1, 0])).tolist() == [False, True]
     early = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
-    _two_tiers_alike(early, (0.1, 0.8), rounds=8)  # two rounds: 14.2 items once faded
+    two_tiers_alike(early, (0.1, 0.8), rounds=8)  # two rounds: 14.2 items once faded
     assert not early.top_tier.under_top(3.0, np.arange(2)).any()
 
 
@@ -676,7 +660,7 @@ def test_a_top_tier_that_passes_in_training_where_its_probes_fail_is_no_learner(
     fail: its top tier's own training above its probes keeps it out of ``under_top``."""
     cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4)
     model = SkillModel(cat)
-    _two_tiers_alike(model, (0.1, 0.1), rounds=12)
+    two_tiers_alike(model, (0.1, 0.1), rounds=12)
     assert model.top_tier.under_top(3.0, np.arange(2)).all()
     _train(model, cat, family=1, tier=3, k=8, n=8)  # the hack passes the top tier too
     assert model.top_tier.under_top(3.0, np.arange(2)).tolist() == [True, False]
@@ -688,7 +672,7 @@ def test_a_ladder_reading_flat_whose_top_tier_probes_fail_is_not_flat() -> None:
     family whose top tier passes as its easier tiers do stays flat, and with the rule
     switched off (the ablation) both are."""
     model = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
-    _two_tiers_alike(model, (0.1, 0.8))
+    two_tiers_alike(model, (0.1, 0.8))
     z, info = model._slope_z()
     assert model._reads_flat(z, info).all()
     assert model.flat().tolist() == [False, True]
@@ -700,7 +684,7 @@ def test_such_a_family_sends_its_contrast_draws_to_its_top_tier() -> None:
     """Its contrast draws go where a hack would show (training passing the top tier where
     the probes fail) and a learner fails alike; without the rule they go beside its tier."""
     model = SkillModel(Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4))
-    _two_tiers_alike(model, (0.1, 0.8))
+    two_tiers_alike(model, (0.1, 0.8))
     family = np.zeros(4000, dtype=np.int64)
     with_rule = model.draw_tiers(family, np.random.default_rng(1))
     model._under_top = False
@@ -1029,9 +1013,9 @@ def test_a_family_stalled_early_keeps_a_quarter_share_and_one_stalled_on_patienc
     assert ablated.weights().family[0] == pytest.approx(sched.config.skill.stalled_weight / n)
 
 
-def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
-    # At one tier no contrast tests a slope: a coin flip (family 9, 4 of 8 every time)
-    # is found only by a stall. Families 0-8 climb a tier per 16 episodes.
+def _nine_learners_and_a_coin_of_one_tier() -> tuple[Catalog, SkillModel]:
+    """Ten families of one tier, 48 episodes each: 0-8 climb a tier per 16 episodes, 9 is
+    a coin flip (4 of 8 every time)."""
     cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
     model = SkillModel(cat)
     skill = np.linspace(-0.5, 0.0, cat.n_families)
@@ -1040,6 +1024,13 @@ def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
             p = 1.0 / (1.0 + np.exp(-3.0 * skill[f]))
             _train(model, cat, family=f, tier=0, k=4 if f == 9 else round(8 * p), n=8)
         skill[:9] += 0.5
+    return cat, model
+
+
+def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
+    # At one tier no contrast tests a slope: a coin flip (family 9, 4 of 8 every time)
+    # is found only by a stall. Families 0-8 climb a tier per 16 episodes.
+    cat, model = _nine_learners_and_a_coin_of_one_tier()
     if model.progress()[9] >= 0.0:  # a coin flip's belief wanders: judged once it falls
         _train(model, cat, family=9, tier=0, k=3, n=8)
     assert model.stalled_early()[9]
@@ -1054,14 +1045,7 @@ def test_a_family_of_one_tier_not_risen_by_the_stall_gain_is_stalled_early() -> 
     unflagged share. At one tier it is judged on patience's gain (a quarter tier here):
     risen 0.12 it is stalled, risen 0.26 it is not; with the rule off (bench/quality.py's
     no_single_gain), a rise of 0.12 clears it."""
-    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
-    model = SkillModel(cat)
-    skill = np.linspace(-0.5, 0.0, cat.n_families)
-    for _ in range(6):
-        for f in range(cat.n_families):
-            p = 1.0 / (1.0 + np.exp(-3.0 * skill[f]))
-            _train(model, cat, family=f, tier=0, k=4 if f == 9 else round(8 * p), n=8)
-        skill[:9] += 0.5
+    cat, model = _nine_learners_and_a_coin_of_one_tier()
     risen = copy.deepcopy(model)
     _train(model, cat, family=9, tier=0, k=5, n=8)
     assert 0.0 < model.progress()[9] < 0.25

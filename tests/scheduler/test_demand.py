@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -107,13 +108,27 @@ def test_demand_needs_a_batch_size_before_the_first_draw() -> None:
         sched.demand(0, 8)
 
 
+def _assert_split_is_the_draw(cat: Catalog, skill: Any) -> None:
+    """Each family's closed-form tier split (``demand``'s) within 1.5 points of the shares
+    of 20,000 real draws from ``draw_tiers``."""
+    from scheduler._demand import _skill_split
+
+    split = _skill_split(cat, skill)
+    rng = np.random.default_rng(0)
+    draws = 20_000
+    for family in range(cat.n_families):
+        tiers = skill.draw_tiers(np.full(draws, family, dtype=np.int64), rng)
+        seen = np.bincount(tiers, minlength=int(cat.n_tiers[family])) / draws
+        arms = slice(cat.arm_start[family], cat.arm_start[family + 1])
+        np.testing.assert_allclose(seen, split[arms], atol=0.015, err_msg=str(family))
+
+
 def test_the_closed_form_tier_split_is_the_draw_of_one_belief() -> None:
     """Per family, the split ``demand`` uses is the distribution ``draw_tiers`` samples:
     the belief's spread tempered as the draw tempers it (it was taken whole), and a
     ``contrast`` share one tier down where the slope is undecided (untested or suspect),
     none where it is decided."""
     from policies import SkillModel
-    from scheduler._demand import _skill_split
 
     cat = Catalog.synthetic(n_domains=1, families_per_domain=3, n_tiers=4)
     skill = SkillModel(cat)
@@ -126,14 +141,7 @@ def test_the_closed_form_tier_split_is_the_draw_of_one_belief() -> None:
     state["slope_test"] = np.stack([zero, z * np.sqrt(info), one, info, zero])
     skill.load_state_dict(state)
     assert skill.slope_undecided().tolist() == [True, False, True]
-    split = _skill_split(cat, skill)
-    rng = np.random.default_rng(0)
-    draws = 20_000
-    for family in (0, 1, 2):
-        tiers = skill.draw_tiers(np.full(draws, family, dtype=np.int64), rng)
-        seen = np.bincount(tiers, minlength=4) / draws
-        arms = slice(cat.arm_start[family], cat.arm_start[family + 1])
-        np.testing.assert_allclose(seen, split[arms], atol=0.015, err_msg=str(family))
+    _assert_split_is_the_draw(cat, skill)
 
 
 def test_the_closed_form_split_sends_a_flat_ladders_contrast_to_its_top_tier() -> None:
@@ -141,26 +149,12 @@ def test_the_closed_form_split_sends_a_flat_ladders_contrast_to_its_top_tier() -
     top-tier probes fail: its contrast draws go to its top tier (``contrast_to_top``), in
     the draw and in the split ``demand`` uses; a family whose top tier passes as its easier
     tiers do sends them beside the tier drawn."""
+    from skill_evidence import two_tiers_alike
+
     from policies import SkillModel
-    from scheduler._demand import _skill_split
 
     cat = Catalog.synthetic(n_domains=1, families_per_domain=2, n_tiers=4)
     skill = SkillModel(cat)
-    rng = np.random.default_rng(0)
-    for i in range(24):  # 80 % at tiers 0 and 1; the top tier probed at 10 % and 80 %
-        for family in (0, 1):
-            for tier in (0, 1):
-                arm = np.full(8, cat.arm_start[family] + tier, dtype=np.int64)
-                skill.observe_training(arm, (rng.random(8) < 0.8).astype(np.float64))
-        if i % 4 == 0:
-            skill.observe_probes(
-                np.array([0, 1]), np.full(2, 3), np.array([0.1, 0.8]), np.full(2, 8)
-            )
+    two_tiers_alike(skill, (0.1, 0.8))
     assert skill.contrast_to_top().tolist() == [True, False]
-    split = _skill_split(cat, skill)
-    draws = 20_000
-    for family in (0, 1):
-        tiers = skill.draw_tiers(np.full(draws, family, dtype=np.int64), rng)
-        seen = np.bincount(tiers, minlength=4) / draws
-        arms = slice(cat.arm_start[family], cat.arm_start[family + 1])
-        np.testing.assert_allclose(seen, split[arms], atol=0.015, err_msg=str(family))
+    _assert_split_is_the_draw(cat, skill)
