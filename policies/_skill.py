@@ -525,10 +525,10 @@ class SkillModel:
         tasks pass by chance, or a family of one tier, trained as many episodes as the
         typical family takes to rise ``_STALL_SPAN`` tiers (a trial's at least), its skill
         no higher than ``patience`` episodes' average (a family of one tier: not higher by
-        ``patience``'s gain). Guesses pass at every skill, so
-        ``out_of_reach`` needs about a hundred episodes to write off an impossible family
-        there, and until then it took a full share; at one tier no contrast tests a slope,
-        and a coin flip is found only by a stall. A slow starter looks the same this soon,
+        ``patience``'s gain). Guesses pass at every skill, so ``out_of_reach`` needs about
+        a hundred episodes to write off an impossible family there, and until then it took
+        a full share; at one tier no contrast tests a slope, and a coin flip is found only
+        by a stall. A slow starter looks the same this soon,
         so such a family is held to a larger share than a stall after ``patience``
         (``WeightPipeline``)."""
         return self._stall_tests()[1]
