@@ -920,16 +920,21 @@ def test_families_without_a_chance_level_update_as_before() -> None:
     assert not np.allclose(mixed.probe_mu[:10], plain.probe_mu[:10])
 
 
-def _guessable_run(model: SkillModel, cat: Catalog, rounds: int) -> None:
-    """Families 0-8 climb a tier per 16 episodes from half a tier under tier 0; family 9
-    passes at chance, at tier 0, however much it trains (chance 0.5: a yes/no answer)."""
+def _nine_climb(
+    model: SkillModel, cat: Catalog, still: tuple[int, int], chance: float = 0.0
+) -> None:
+    """Six rounds of 8 episodes a family: 0-8 climb a tier per 16 episodes from half a tier
+    under tier 0, trained at the tier nearest their skill and passing there as a slope of 3
+    logits a tier above ``chance``; family 9 trains at tier ``still[0]`` and passes
+    ``still[1]`` of 8 every round, however much it trains."""
     skill = np.linspace(-0.5, 0.0, cat.n_families)
-    for _ in range(rounds):
-        for f in range(cat.n_families):
-            theta = -3.0 if f == 9 else skill[f]
-            tier = int(np.clip(np.rint(theta), 0, 3))
-            p = 0.5 + 0.5 / (1.0 + np.exp(-3.0 * (theta - tier)))
+    top = int(cat.n_tiers.max()) - 1
+    for _ in range(6):
+        for f in range(9):
+            tier = int(np.clip(np.rint(skill[f]), 0, top))
+            p = chance + (1.0 - chance) / (1.0 + np.exp(-3.0 * (skill[f] - tier)))
             _train(model, cat, family=f, tier=tier, k=round(8 * p), n=8)
+        _train(model, cat, family=9, tier=still[0], k=still[1], n=8)
         skill[:9] += 0.5
 
 
@@ -940,14 +945,14 @@ def test_a_guessable_family_that_never_rises_is_stalled_once_the_typical_family_
     # within 48 episodes (patience is 128) the others rose three tiers and it rose none.
     cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=4, chance_success=0.5)
     model = SkillModel(cat)
-    _guessable_run(model, cat, rounds=6)
+    _nine_climb(model, cat, still=(0, 4), chance=0.5)  # 9 passes at chance: a yes/no answer
     assert model.episodes[9] == 48 and not model.out_of_reach()[9]
     stalled = model.stalled()
     assert stalled[9] and model.stalled_early()[9]
     assert not stalled[:9].any()
     later = SkillModel(cat)  # the window off: judged at patience's 128 episodes only
     later._stall_span = 0.0
-    _guessable_run(later, cat, rounds=6)
+    _nine_climb(later, cat, still=(0, 4), chance=0.5)
     assert not later.stalled().any()
 
 
@@ -957,22 +962,12 @@ def test_a_family_that_cannot_be_guessed_is_not_judged_early() -> None:
     # others rose: its fall from the prior is not read as a stall.
     cat = _catalog()
     model = SkillModel(cat)
-    _guessable_run_at_chance_0(model, cat)
+    _nine_climb(model, cat, still=(0, 1))
     assert model.progress()[9] < 0.0 and not model.out_of_reach()[9]
     assert not model.stalled()[9]
     model._chance = np.full(cat.n_families, 0.5)  # the same beliefs, guessable: stalled
     model._changed()
     assert model.stalled()[9] and model.stalled_early()[9]
-
-
-def _guessable_run_at_chance_0(model: SkillModel, cat: Catalog) -> None:
-    skill = np.linspace(-0.5, 0.0, cat.n_families)
-    for _ in range(6):
-        for f in range(cat.n_families):
-            tier = int(np.clip(np.rint(skill[f]), 0, 3))
-            p = 1.0 / (1.0 + np.exp(-3.0 * (skill[f] - tier)))
-            _train(model, cat, family=f, tier=tier, k=1 if f == 9 else round(8 * p), n=8)
-        skill[:9] += 0.5
 
 
 def _stalled_early_and_on_patience(early_cap: float | None = None) -> Scheduler:
@@ -1013,24 +1008,12 @@ def test_a_family_stalled_early_keeps_a_quarter_share_and_one_stalled_on_patienc
     assert ablated.weights().family[0] == pytest.approx(sched.config.skill.stalled_weight / n)
 
 
-def _nine_learners_and_a_coin_of_one_tier() -> tuple[Catalog, SkillModel]:
-    """Ten families of one tier, 48 episodes each: 0-8 climb a tier per 16 episodes, 9 is
-    a coin flip (4 of 8 every time)."""
-    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
-    model = SkillModel(cat)
-    skill = np.linspace(-0.5, 0.0, cat.n_families)
-    for _ in range(6):
-        for f in range(cat.n_families):
-            p = 1.0 / (1.0 + np.exp(-3.0 * skill[f]))
-            _train(model, cat, family=f, tier=0, k=4 if f == 9 else round(8 * p), n=8)
-        skill[:9] += 0.5
-    return cat, model
-
-
 def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
     # At one tier no contrast tests a slope: a coin flip (family 9, 4 of 8 every time)
     # is found only by a stall. Families 0-8 climb a tier per 16 episodes.
-    cat, model = _nine_learners_and_a_coin_of_one_tier()
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
+    model = SkillModel(cat)
+    _nine_climb(model, cat, still=(0, 4))  # 9 a coin flip: 4 of 8 every time
     if model.progress()[9] >= 0.0:  # a coin flip's belief wanders: judged once it falls
         _train(model, cat, family=9, tier=0, k=3, n=8)
     assert model.stalled_early()[9]
@@ -1045,7 +1028,9 @@ def test_a_family_of_one_tier_not_risen_by_the_stall_gain_is_stalled_early() -> 
     unflagged share. At one tier it is judged on patience's gain (a quarter tier here):
     risen 0.12 it is stalled, risen 0.26 it is not; with the rule off (bench/quality.py's
     no_single_gain), a rise of 0.12 clears it."""
-    cat, model = _nine_learners_and_a_coin_of_one_tier()
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
+    model = SkillModel(cat)
+    _nine_climb(model, cat, still=(0, 4))  # 9 a coin flip: 4 of 8 every time
     risen = copy.deepcopy(model)
     _train(model, cat, family=9, tier=0, k=5, n=8)
     assert 0.0 < model.progress()[9] < 0.25
