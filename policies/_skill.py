@@ -528,9 +528,8 @@ class SkillModel:
         ``patience``'s gain). Guesses pass at every skill, so ``out_of_reach`` needs about
         a hundred episodes to write off an impossible family there, and until then it took
         a full share; at one tier no contrast tests a slope, and a coin flip is found only
-        by a stall. A slow starter looks the same this soon,
-        so such a family is held to a larger share than a stall after ``patience``
-        (``WeightPipeline``)."""
+        by a stall. A slow starter looks the same this soon, so such a family is held to a
+        larger share than a stall after ``patience`` (``WeightPipeline``)."""
         return self._stall_tests()[1]
 
     def _judged_early(self) -> BoolArray:
