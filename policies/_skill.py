@@ -51,7 +51,9 @@ from scipy.special import expit
 from domains import Catalog
 
 from ._grid_posterior import match_moments
+from ._laplace import REACH, clip, laplace_update
 from ._shortfall import ShortfallTest
+from ._slope_test import SlopeTest
 from ._state_checks import family_floats
 from ._stats import median_of
 from ._top_tier import TopTierCounts
@@ -126,11 +128,6 @@ class SkillConfig:
                 raise ValueError(f"skill.{name}: must be >= 0, got {value!r}")
 
 
-_NEWTON_STEPS = 5
-_CONVERGED = 1e-6  # tiers: a Newton step smaller than this for every family ends the update
-_MAX_STEP = 1.0  # tiers one Newton step may move the mean (far tiers: a flat likelihood)
-_REACH = 3.0
-_SLOPE_WINDOW = 64.0  # the slope test's evidence fades by 1/64 per training episode
 _RISE_Z = 3.0  # standard errors of a rise in the top-tier probes, or of their fall under the
 # training below the top, that exempt a family from flat()
 _SLOPE_INFO_MIN = 0.5  # information about the slope before the flatness test speaks
@@ -157,12 +154,6 @@ _STALL_SPAN = 1.0
 # a run few families surely fail their top tier: 16 left a drifting evaluator's lift
 # unread there, and it read as skill)
 _SHIFT_READINGS = 8
-
-
-def _clip(values: Any, low: Any, high: Any) -> Any:
-    """``np.clip`` as two ufuncs, the same values (NaN stays NaN): its wrapper cost more
-    than the work on a batch's rows, and the Newton loop clips three times a step."""
-    return np.minimum(np.maximum(values, low), high)
 
 
 def distinct(values: IntArray, bound: int) -> tuple[IntArray, IntArray]:
@@ -206,7 +197,7 @@ class SkillModel:
         # outcomes (each against the belief of its time), fading per episode: the scores of
         # skill and slope, and their information (skill-skill, slope-slope, cross). The
         # flatness test that the one-slope belief cannot make itself.
-        self.slope_test = np.zeros((5, n))
+        self.slope_test = SlopeTest(n)
         self._top = (catalog.n_tiers - 1).astype(np.float64)
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
@@ -271,7 +262,7 @@ class SkillModel:
         # coin-like and stalled reads flat (flat()); the ablation turns it off
         self._single = np.flatnonzero(catalog.n_tiers == 1)
         self._stalled_single = True
-        self._work = Workspace()  # a probe round's work arrays (_newton_each)
+        self._work = Workspace()  # a probe round's work arrays (laplace_update)
 
     # ------------------------------------------------------------------ beliefs
     def belief(self) -> tuple[FloatArray, FloatArray]:
@@ -332,7 +323,7 @@ class SkillModel:
     def _tier_for(self, theta: FloatArray, families: IntArray) -> IntArray:
         cfg = self.config
         offset = np.log(cfg.target / (1.0 - cfg.target)) / cfg.slope
-        result: IntArray = _clip(np.rint(theta - offset), 0, self._top[families]).astype(np.int64)
+        result: IntArray = clip(np.rint(theta - offset), 0, self._top[families]).astype(np.int64)
         return result
 
     def draw_tiers(self, families: IntArray, rng: np.random.Generator) -> IntArray:
@@ -443,15 +434,8 @@ class SkillModel:
         return result
 
     def _slope_z(self, families: IntArray | None = None) -> tuple[FloatArray, FloatArray]:
-        """The slope's efficient score test, the skill profiled out (so a family that
-        learned since, passing more often at every tier, reads neither flat nor steep):
-        its z and its information (of ``families``, default all)."""
-        test = self.slope_test if families is None else self.slope_test[:, families]
-        u_skill, u_slope, i_ss, i_aa, i_sa = test
-        ratio = i_sa / np.maximum(i_ss, 1e-12)
-        info = np.maximum(i_aa - ratio * i_sa, 0.0)
-        z = (u_slope - ratio * u_skill) / np.sqrt(np.maximum(info, 1e-12))
-        return z, info
+        """The slope test's z and information (of ``families``, default all)."""
+        return self.slope_test.z_info(families)
 
     def mastered(self) -> BoolArray:
         """bool [n_families]: the top tier passes at ``mastered_at`` with confidence."""
@@ -642,7 +626,10 @@ class SkillModel:
         after, _ = self.belief_at(families)
         lag = self._rise_share * (per_family - 1.0) / per_family
         scored_at = before + lag * np.maximum(after - before, 0.0)
-        self._test_slope(families, owner, tiers, k_arm, n_arm, per_family, scored_at)
+        chance = self._chance[families][owner]
+        self.slope_test.add(
+            families, owner, tiers, k_arm, n_arm, per_family, scored_at, chance, self.config.slope
+        )
         self.top_tier.trained(arms, k_arm, n_arm, families, owner, per_family)
         self.episodes[families] += per_family
         mu, _ = self.belief_at(families)
@@ -700,8 +687,8 @@ class SkillModel:
             passed[guessed],
             items[guessed],
             slope=self.config.slope,
-            low=-_REACH,
-            high=self._top[touched] + _REACH,
+            low=-REACH,
+            high=self._top[touched] + REACH,
         )
         self.probe_mu[touched] = mu
         self.probe_var[touched] = var
@@ -741,42 +728,6 @@ class SkillModel:
             lowered[lowered * items < 0.5] = 0.0
         return lowered
 
-    def _test_slope(
-        self,
-        families: IntArray,
-        owner: IntArray,
-        tier: IntArray,
-        k: FloatArray,
-        n: FloatArray,
-        per_family: FloatArray,
-        mu: FloatArray,
-    ) -> None:
-        """Add these counts (row i belongs to ``families[owner[i]]``) to the slope's score
-        test, at the belief ``mu`` of each of ``families``."""
-        cfg, m = self.config, families.shape[0]
-        chance = self._chance[families][owner]
-        gap = mu[owner] - tier
-        q = expit(cfg.slope * gap)
-        p = _clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
-        d_skill = (1.0 - chance) * q * (1.0 - q) * cfg.slope  # d p / d skill
-        d_slope = (1.0 - chance) * q * (1.0 - q) * gap  # d p / d slope
-        resid = (k - n * p) / (p * (1.0 - p))
-        weight = n / (p * (1.0 - p))
-        terms = np.stack(
-            [
-                resid * d_skill,
-                resid * d_slope,
-                weight * d_skill * d_skill,
-                weight * d_slope * d_slope,
-                weight * d_skill * d_slope,
-            ]
-        )
-        fade = (1.0 - 1.0 / _SLOPE_WINDOW) ** per_family
-        # one bincount for the five rows: row r of family j lands in bin r * m + j
-        rows = np.arange(5)[:, None] * m + owner[None, :]
-        sums = np.bincount(rows.ravel(), weights=terms.ravel(), minlength=5 * m).reshape(5, m)
-        self.slope_test[:, families] = self.slope_test[:, families] * fade + sums
-
     def _update(
         self,
         mean: FloatArray,
@@ -787,89 +738,21 @@ class SkillModel:
         k: FloatArray,
         n: FloatArray,
     ) -> None:
-        """Laplace update of one belief by binomial counts ``k of n`` at (family, tier),
-        row i of family ``families[owner[i]]``: Newton steps on the log-posterior, summed
-        per family with bincount over the touched families only."""
-        m = families.shape[0]
-        prior_mu, prior_prec = mean[families].copy(), 1.0 / var[families]
-        slope = self.config.slope
-        chance = self._chance[families][owner]
-        tiers = tier.astype(np.float64)
-        top = self._top[families]
-        mu = prior_mu.copy()
-        # one row per family, in order (a probe round of every family): the sums per family
-        # are the rows themselves, with no gather and no bincount (the same values)
-        if owner.shape[0] == m and bool((owner == np.arange(m)).all()):
-            info = self._newton_each(mu, prior_mu, prior_prec, chance, tiers, top, k, n)
-            mean[families] = mu
-            var[families] = 1.0 / (prior_prec + info)
-            return
-        info = np.zeros(m)
-        for _ in range(_NEWTON_STEPS):
-            q = expit(slope * (mu[owner] - tiers))
-            p = _clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
-            dp = (1.0 - chance) * slope * q * (1.0 - q)
-            pq = p * (1.0 - p)
-            grad = np.bincount(owner, weights=(k - n * p) * dp / pq, minlength=m)
-            info = np.bincount(owner, weights=n * dp * dp / pq, minlength=m).astype(np.float64)
-            g = grad - prior_prec * (mu - prior_mu)
-            move = _clip(g / (info + prior_prec), -_MAX_STEP, _MAX_STEP)  # damped
-            mu = _clip(mu + move, -_REACH, top + _REACH)
-            if np.abs(move).max() < _CONVERGED:
-                break
-        mean[families] = mu
-        var[families] = 1.0 / (prior_prec + info)
-
-    def _newton_each(
-        self,
-        mu: FloatArray,
-        prior_mu: FloatArray,
-        prior_prec: FloatArray,
-        chance: FloatArray,
-        tiers: FloatArray,
-        top: FloatArray,
-        k: FloatArray,
-        n: FloatArray,
-    ) -> FloatArray:
-        """The Newton steps of ``_update`` where row i is family i (a probe round of every
-        family), moving ``mu`` in place; returns the information. Each expression (in its
-        comment) is written into work arrays kept between rounds (``Workspace``): at 25,000
-        families a fresh array is 200 KB, and its page faults cost several times the
-        arithmetic. The sums per family are the rows, so ``+ 0.0`` stands for bincount's
-        turning -0.0 into 0.0: the bits of the general loop."""
-        m = mu.shape[0]
-        slope = self.config.slope
-        w = self._work
-        a, b, q, p, dp = (w.array(name, m) for name in ("a", "b", "q", "p", "dp"))
-        grad = q  # q is spent once dp is made
-        info = np.empty(m)
-        rest = 1.0 - chance
-        rest_slope = rest * slope
-        ceiling = top + _REACH
-        for _ in range(_NEWTON_STEPS):
-            expit(np.multiply(np.subtract(mu, tiers, out=a), slope, out=a), out=q)
-            # p = clip(chance + (1 - chance) * q, 1e-9, 1 - 1e-9)
-            np.add(chance, np.multiply(rest, q, out=p), out=p)
-            np.minimum(np.maximum(p, 1e-9, out=p), 1.0 - 1e-9, out=p)
-            # dp = (1 - chance) * slope * q * (1 - q); pq = p * (1 - p), in b
-            np.multiply(np.multiply(rest_slope, q, out=dp), np.subtract(1.0, q, out=a), out=dp)
-            np.multiply(p, np.subtract(1.0, p, out=b), out=b)
-            # grad = (k - n * p) * dp / pq + 0.0; info = n * dp * dp / pq + 0.0
-            np.subtract(k, np.multiply(n, p, out=grad), out=grad)
-            np.add(np.divide(np.multiply(grad, dp, out=grad), b, out=grad), 0.0, out=grad)
-            np.multiply(np.multiply(n, dp, out=info), dp, out=info)
-            np.add(np.divide(info, b, out=info), 0.0, out=info)
-            # move = clip((grad - prior_prec * (mu - prior_mu)) / (info + prior_prec), +-1)
-            np.multiply(prior_prec, np.subtract(mu, prior_mu, out=a), out=a)
-            move = np.subtract(grad, a, out=grad)
-            np.divide(move, np.add(info, prior_prec, out=a), out=move)
-            np.minimum(np.maximum(move, -_MAX_STEP, out=move), _MAX_STEP, out=move)
-            # mu = clip(mu + move, -_REACH, top + _REACH)
-            np.add(mu, move, out=mu)
-            np.minimum(np.maximum(mu, -_REACH, out=mu), ceiling, out=mu)
-            if np.abs(move, out=a).max() < _CONVERGED:
-                break
-        return info
+        """Laplace update of one belief (``laplace_update``) by counts ``k of n`` at
+        (family, tier), row i of family ``families[owner[i]]``."""
+        laplace_update(
+            mean,
+            var,
+            families,
+            owner,
+            tier,
+            k,
+            n,
+            chance=self._chance[families][owner],
+            top=self._top[families],
+            slope=self.config.slope,
+            work=self._work,
+        )
 
     # ------------------------------------------------------------------ state
     _FAMILY_ARRAYS = (
@@ -884,7 +767,7 @@ class SkillModel:
 
     def state_dict(self) -> dict[str, Any]:
         state = {name: getattr(self, name).copy() for name in self._FAMILY_ARRAYS}
-        tests = {"slope_test": self.slope_test.copy()} | self.top_tier.state_dict()
+        tests = self.slope_test.state_dict() | self.top_tier.state_dict()
         return state | self.shortfall.state_dict() | tests
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -893,12 +776,7 @@ class SkillModel:
         state = dict(state)
         state.setdefault("built", state.get("episodes"))  # before it: every episode counted
         loaded = family_floats(state, self._FAMILY_ARRAYS, cat.n_families)
-        if "slope_test" not in state:
-            raise ValueError("skill.slope_test: missing")
-        test = np.asarray(state["slope_test"], dtype=np.float64)
-        if test.shape != (5, cat.n_families) or not np.all(np.isfinite(test)):
-            raise ValueError(f"skill.slope_test: need 5 x {cat.n_families} finite values")
-        loaded["slope_test"] = test.copy()
+        slope_test = self.slope_test.checked(state)
         top_tier = self.top_tier.checked(state)
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
@@ -909,5 +787,6 @@ class SkillModel:
         for name, value in loaded.items():
             setattr(self, name, value)
         self.shortfall.apply(shortfall)
+        self.slope_test.apply(slope_test)
         self.top_tier.apply(top_tier)
         self._changed()

@@ -833,7 +833,7 @@ def test_a_coin_like_family_reads_flat_on_less_information() -> None:
     rule switched off (the ablation); on 0.6 units it reads flat for every family."""
     model = _coin_and_rule(chance=0.0)
     info = 0.4
-    model.slope_test[:] = np.array([[0.0], [-5.0 * np.sqrt(info)], [1.0], [info], [0.0]])
+    model.slope_test.terms[:] = np.array([[0.0], [-5.0 * np.sqrt(info)], [1.0], [info], [0.0]])
     assert model.flat().tolist() == [True, False, False]
     families = np.array([1, 0])
     z, got = model._slope_z(families)
@@ -841,7 +841,7 @@ def test_a_coin_like_family_reads_flat_on_less_information() -> None:
     model._coin_info = False
     assert not model.flat().any()
     info = 0.6
-    model.slope_test[:] = np.array([[0.0], [-5.0 * np.sqrt(info)], [1.0], [info], [0.0]])
+    model.slope_test.terms[:] = np.array([[0.0], [-5.0 * np.sqrt(info)], [1.0], [info], [0.0]])
     assert model.flat().all()
 
 
