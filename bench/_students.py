@@ -16,6 +16,9 @@ and nothing else. So the grid trains students whose equations share nothing:
   gaps, a slow "click" before some families start learning, and interference between the
   families of a domain in place of forgetting.
 
+Any of them can be graded by a ``NoisyVerifier`` (added 2026-12-06 for held-out regimes
+only): a verifier wrong on a share of its grades either way, in training and in probes.
+
 Each answers the same questions: run a batch (train, return outcomes), probe (held-out
 binomial draws from ``n`` items, their own RNG so probing never changes training), the true
 top-tier and all-tier scores, and which episodes are wasted. Waste counts episodes on
@@ -414,9 +417,68 @@ class GroupStudent(_ArmStudent):
         return _draw_families(first, live, n, rng)
 
 
+# --------------------------------------------------------------------------- a noisy verifier
+class NoisyVerifier:
+    """A student graded by a verifier that is wrong on a share ``noise`` of what it grades,
+    either way (an LLM judge, a flaky test harness): a pass read as a fail and a fail as a
+    pass, in training and in the held-out probes alike, so an impossible family passes
+    ``noise`` of its episodes and a mastered one fails as often, while the catalog declares
+    no chance level. The student learns as before; only what the curriculum sees is noisy,
+    and the scores are the true pass rates. Episodes that did not run (an environment
+    error, a timeout) are not graded and stay as they are. Its own RNG (stream 23)."""
+
+    def __init__(self, student: Student, noise: float, seed: int) -> None:
+        self.student = student
+        self.noise = noise
+        self._rng = np.random.Generator(np.random.PCG64([seed, 23]))
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.student.catalog
+
+    @property
+    def kind(self) -> IntArray:
+        return self.student.kind
+
+    def run(self, batch: Batch) -> BatchOutcomes:
+        out = self.student.run(batch)
+        graded = np.isin(out.status, [int(Status.OK), int(Status.FAILED)])
+        flip = graded & (self._rng.random(out.status.shape[0]) < self.noise)
+        ok = np.where(flip, out.success < 0.5, out.success > 0.5)
+        family = self.catalog.family_of_arm[np.asarray(batch.arm, dtype=np.int64)]
+        low, high = self.catalog.reward_low[family], self.catalog.reward_high[family]
+        success = ok.astype(np.float64)
+        status = np.where(graded, np.where(ok, int(Status.OK), int(Status.FAILED)), out.status)
+        return BatchOutcomes(
+            reward=np.where(flip, low + (high - low) * success, out.reward),
+            success=success,
+            process=out.process,
+            cost=out.cost,
+            status=status.astype(np.int64),
+        )
+
+    def probe(self, families: IntArray, tiers: IntArray, n: int) -> FloatArray:
+        passed = np.rint(self.student.probe(families, tiers, n) * n).astype(np.int64)
+        kept = self._rng.binomial(passed, 1.0 - self.noise)
+        gained = self._rng.binomial(n - passed, self.noise)
+        result: FloatArray = (kept + gained) / n
+        return result
+
+    def true_arm(self) -> FloatArray:
+        return self.student.true_arm()
+
+    def oracle_arms(self, n: int, rng: np.random.Generator) -> IntArray:
+        return self.student.oracle_arms(n, rng)
+
+
 STUDENTS = {"skill": SkillStudent, "ladder": LadderStudent, "group": GroupStudent}
 
 
-def make_student(name: str, catalog: Catalog, seed: int, **config: Any) -> Student:
+def make_student(
+    name: str, catalog: Catalog, seed: int, verifier_noise: float = 0.0, **config: Any
+) -> Student:
+    """A student of kind ``name``; graded by a ``NoisyVerifier`` where ``verifier_noise``."""
     student: Student = STUDENTS[name](catalog, seed, **config)
+    if verifier_noise > 0:
+        student = NoisyVerifier(student, verifier_noise, seed)
     return student

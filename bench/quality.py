@@ -214,6 +214,39 @@ GRID: tuple[Regime, ...] = (
     # one tier on the third student (added 2026-12-06 with the early stall of a family of
     # one tier, which skill_1tier led to, and held out to test it: first run on 1300-1302)
     Regime("group_1tier", "held", "group", (20, 10, 1), 64, 300, P("top", 10, 8)),
+    # a verifier wrong on a share of its grades either way, in training and in probes (an
+    # LLM judge; bench/_students.py's NoisyVerifier), on the shape and protocol:
+    # added 2026-12-06 and held out from the start, first run on seeds 1900-1902
+    Regime(
+        "ladder_judge",
+        "held",
+        "ladder",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"verifier_noise": 0.1},
+    ),
+    Regime(
+        "skill_judge",
+        "held",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"verifier_noise": 0.05},
+    ),
+    Regime(
+        "group_judge",
+        "held",
+        "group",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"verifier_noise": 0.05},
+    ),
 )
 
 BASELINES = ("fixed", "ladder", "ladder_probe", "oracle")

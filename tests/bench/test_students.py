@@ -1,6 +1,6 @@
 """bench/_students.py's group student: it learns only from groups that mix passes and
 fails, its trap families behave as their kinds say, and its oracle trains only what is left
-to learn."""
+to learn; and the noisy verifier grades any student wrong at its share, either way."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _runners import batch_of  # noqa: E402
-from _students import GroupStudent, scored, top_score  # noqa: E402
+from _students import GroupStudent, make_student, scored, top_score  # noqa: E402
 
 from domains import Catalog  # noqa: E402
+from scheduler import Status  # noqa: E402
 from scheduler.backends import FamilyKind  # noqa: E402
 
 
@@ -73,3 +74,29 @@ def test_the_oracle_trains_only_learnable_families_not_yet_at_their_top() -> Non
     fam = student.catalog.family_of_arm[arms]
     assert scored(student)[fam].all()
     assert (top_score(student)[fam] < 0.97).all()
+
+
+def test_a_noisy_verifier_flips_its_share_of_grades_either_way_and_teaches_the_same() -> None:
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=10, n_tiers=4)
+    clean = make_student("ladder", cat, 3)
+    noisy = make_student("ladder", cat, 3, verifier_noise=0.1)
+    kind = noisy.kind
+    impossible = np.flatnonzero(kind == FamilyKind.IMPOSSIBLE)
+    mastered = np.flatnonzero(kind == FamilyKind.MASTERED)
+    assert impossible.size and mastered.size
+    # training: an impossible family passes about a tenth, a mastered one fails as often
+    for fams, want in ((impossible, 0.1), (mastered, 0.9)):
+        arm = np.repeat(cat.arm_start[fams + 1] - 1, 2000)
+        out = noisy.run(batch_of(cat, 0, arm))
+        clean.run(batch_of(cat, 0, arm))
+        assert abs(out.success.mean() - want) < 0.02
+        np.testing.assert_array_equal(out.status == int(Status.OK), out.success > 0.5)
+        low, high = cat.reward_low[fams[0]], cat.reward_high[fams[0]]
+        assert set(np.unique(out.reward)) <= {low, high}
+    # the student learned exactly as the clean one did from the same batches
+    np.testing.assert_array_equal(noisy.true_arm(), clean.true_arm())
+    # probes: the same share, read from items
+    tiers = cat.n_tiers[impossible] - 1
+    reads = np.concatenate([noisy.probe(impossible, tiers, 50) for _ in range(40)])
+    assert abs(reads.mean() - 0.1) < 0.02
+    assert np.allclose(reads * 50, np.rint(reads * 50))
