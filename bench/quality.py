@@ -146,6 +146,41 @@ GRID: tuple[Regime, ...] = (
     # yes/no answers on the ladder student (added 2026-12-06 as a dev regime: the early stall
     # of guessable families was tuned on it after the held-out ladder_chance lost its p10)
     _guessable("ladder_yesno", "dev", "ladder", 0.5),
+    # a verifier wrong on a share of its grades either way, in training and in probes (an
+    # LLM judge; bench/_students.py's NoisyVerifier), on the shape and protocol.
+    # Added 2026-12-06 as held out; seed 0 of each, run once, showed the default idling
+    # half the learnable families (final 0.50-0.53 against ladder_probe's 0.67-0.86), and
+    # the grader's floor (policies/_verifier_floor.py) was built on that seed: dev since
+    Regime(
+        "ladder_judge",
+        "dev",
+        "ladder",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"verifier_noise": 0.1},
+    ),
+    Regime(
+        "skill_judge",
+        "dev",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"verifier_noise": 0.05},
+    ),
+    Regime(
+        "group_judge",
+        "dev",
+        "group",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"verifier_noise": 0.05},
+    ),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
@@ -214,37 +249,58 @@ GRID: tuple[Regime, ...] = (
     # one tier on the third student (added 2026-12-06 with the early stall of a family of
     # one tier, which skill_1tier led to, and held out to test it: first run on 1300-1302)
     Regime("group_1tier", "held", "group", (20, 10, 1), 64, 300, P("top", 10, 8)),
-    # a verifier wrong on a share of its grades either way, in training and in probes (an
-    # LLM judge; bench/_students.py's NoisyVerifier), on the shape and protocol:
-    # added 2026-12-06 and held out from the start, first run on seeds 1900-1902
+    # noisy verifiers under other protocols and shapes, held out from the start (added
+    # 2026-12-06 with the grader's floor, first run on seeds 2000-2002): every tier probed,
+    # late and missing readings, a thousand families probed from 4 items, no probe at all
+    # (no floor can be read there), and the tiers the scheduler asks for
     Regime(
-        "ladder_judge",
-        "held",
-        "ladder",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        {"verifier_noise": 0.1},
-    ),
-    Regime(
-        "skill_judge",
+        "skill_judge_all",
         "held",
         "skill",
         (30, 10, 4),
         128,
         300,
-        P("top", 10, 8),
+        P("all", 10, 8),
+        {"verifier_noise": 0.1},
+    ),
+    Regime(
+        "group_judge_late",
+        "held",
+        "group",
+        (30, 10, 5),
+        128,
+        400,
+        P("top", 10, 8, 10, 0.3),
+        {"verifier_noise": 0.08},
+    ),
+    Regime(
+        "ladder_judge_1000",
+        "held",
+        "ladder",
+        (100, 10, 5),
+        400,
+        300,
+        P("top", 20, 4),
         {"verifier_noise": 0.05},
     ),
     Regime(
-        "group_judge",
+        "skill_judge_none",
+        "held",
+        "skill",
+        (30, 10, 4),
+        256,
+        300,
+        P("none"),
+        {"verifier_noise": 0.05},
+    ),
+    Regime(
+        "group_judge_asked",
         "held",
         "group",
         (30, 10, 4),
         128,
         300,
-        P("top", 10, 8),
+        P("asked", 10, 16),
         {"verifier_noise": 0.05},
     ),
 )
@@ -378,6 +434,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "shift_readings": _set(_skill, "_shift_readings", 16),
     # a guessable family's probe belief by Newton steps from the prior, as any other's
     "match_moments": _set(_skill, "_match", False),
+    # the grader is taken to be right: no floor is read from the probes
+    "verifier_floor": _set(_skill, "_floor", False),
 }
 
 
@@ -510,6 +568,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # a coin-like family of one tier found by its stall stays stalled, and takes a stalled
     # family's spare share
     "no_stalled_single": {"without": "stalled_single"},
+    # the grader is taken to be right: no floor of its errors is read from the probes that
+    # surely fail
+    "no_verifier_floor": {"without": "verifier_floor"},
 }
 
 

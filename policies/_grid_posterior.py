@@ -36,13 +36,16 @@ def match_moments(
     slope: float,
     low: float,
     high: FloatArray,
+    floor: float = 0.0,
 ) -> tuple[FloatArray, FloatArray]:
     """The posterior mean and variance of each family's skill (prior ``N(prior_mu,
     prior_var)``, one per family) given binomial counts ``k of n`` at ``tiers``, row i of
     family ``owner[i]`` (sorted, as ``distinct`` gives them, or not), where a row passes at
     ``chance + (1 - chance) * sigmoid(slope * (skill - tier))``; the skill on a grid from
-    ``low`` to each family's ``high``. The log pass and fail rates are made once per
-    distinct (tier, chance) pair, so a row costs a gather and two multiply-adds."""
+    ``low`` to each family's ``high``; a grader wrong ``floor`` of the time either way
+    shows ``floor + (1 - 2 floor)`` times that (``VerifierFloor``). The log pass and fail
+    rates are made once per distinct (tier, chance) pair, so a row costs a gather and two
+    multiply-adds."""
     m = prior_mu.shape[0]
     grid = np.arange(low, float(high.max()) + GRID_STEP / 2, GRID_STEP)
     # tier + chance / 2 tells the pairs apart: tiers are whole and chance is under 1
@@ -51,6 +54,8 @@ def match_moments(
     pair_chance = 2.0 * (pairs - pair_tier)
     q = expit(slope * (grid[None, :] - pair_tier[:, None]))
     rate = pair_chance[:, None] + (1.0 - pair_chance[:, None]) * q
+    if floor > 0.0:
+        rate = floor + (1.0 - 2.0 * floor) * rate
     # float32 past here: the weights need no more, and the [families, grid] passes run
     # at twice the speed
     log_pass = np.log(np.clip(rate, 1e-12, 1.0)).astype(np.float32)

@@ -1,7 +1,8 @@
 """The Laplace update of a skill belief by binomial counts at tiers.
 
 ``SkillModel`` keeps a Gaussian belief per family of its skill on the tier axis, with
-``P(pass at tier t) = chance + (1 - chance) * sigmoid(slope * (theta - t))``. A report or a
+``P(pass at tier t) = low + span * sigmoid(slope * (theta - t))`` (``low`` the chance level,
+``span`` what is left of the rate, each read through the grader's errors). A report or a
 probe call is a batch of counts ``k of n`` at (family, tier); the belief moves by a few
 damped Newton steps on the log-posterior, summed per family with ``bincount`` over the
 families touched (a Laplace approximation, as Glicko and online IRT do). Kept apart from
@@ -43,13 +44,14 @@ def laplace_update(
     k: FloatArray,
     n: FloatArray,
     *,
-    chance: FloatArray,
+    low: FloatArray,
+    span: FloatArray,
     top: FloatArray,
     slope: float,
     work: Workspace,
 ) -> None:
     """Update the belief (``mean``, ``var``, written in place) of ``families`` by counts
-    ``k of n`` at ``tier``, row i of family ``families[owner[i]]``; ``chance`` per row,
+    ``k of n`` at ``tier``, row i of family ``families[owner[i]]``; ``low``, ``span`` per row,
     ``top`` (the top tier) per family. ``work`` keeps a probe round's work arrays."""
     m = families.shape[0]
     prior_mu, prior_prec = mean[families].copy(), 1.0 / var[families]
@@ -58,15 +60,15 @@ def laplace_update(
     # one row per family, in order (a probe round of every family): the sums per family
     # are the rows themselves, with no gather and no bincount (the same values)
     if owner.shape[0] == m and bool((owner == np.arange(m)).all()):
-        info = _newton_each(mu, prior_mu, prior_prec, chance, tiers, top, k, n, slope, work)
+        info = _newton_each(mu, prior_mu, prior_prec, low, span, tiers, top, k, n, slope, work)
         mean[families] = mu
         var[families] = 1.0 / (prior_prec + info)
         return
     info = np.zeros(m)
     for _ in range(_NEWTON_STEPS):
         q = expit(slope * (mu[owner] - tiers))
-        p = clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
-        dp = (1.0 - chance) * slope * q * (1.0 - q)
+        p = clip(low + span * q, 1e-9, 1.0 - 1e-9)
+        dp = span * slope * q * (1.0 - q)
         pq = p * (1.0 - p)
         grad = np.bincount(owner, weights=(k - n * p) * dp / pq, minlength=m)
         info = np.bincount(owner, weights=n * dp * dp / pq, minlength=m).astype(np.float64)
@@ -83,7 +85,8 @@ def _newton_each(
     mu: FloatArray,
     prior_mu: FloatArray,
     prior_prec: FloatArray,
-    chance: FloatArray,
+    low: FloatArray,
+    span: FloatArray,
     tiers: FloatArray,
     top: FloatArray,
     k: FloatArray,
@@ -101,15 +104,14 @@ def _newton_each(
     a, b, q, p, dp = (work.array(name, m) for name in ("a", "b", "q", "p", "dp"))
     grad = q  # q is spent once dp is made
     info = np.empty(m)
-    rest = 1.0 - chance
-    rest_slope = rest * slope
+    rest_slope = span * slope
     ceiling = top + REACH
     for _ in range(_NEWTON_STEPS):
         expit(np.multiply(np.subtract(mu, tiers, out=a), slope, out=a), out=q)
-        # p = clip(chance + (1 - chance) * q, 1e-9, 1 - 1e-9)
-        np.add(chance, np.multiply(rest, q, out=p), out=p)
+        # p = clip(low + span * q, 1e-9, 1 - 1e-9)
+        np.add(low, np.multiply(span, q, out=p), out=p)
         np.minimum(np.maximum(p, 1e-9, out=p), 1.0 - 1e-9, out=p)
-        # dp = (1 - chance) * slope * q * (1 - q); pq = p * (1 - p), in b
+        # dp = span * slope * q * (1 - q); pq = p * (1 - p), in b
         np.multiply(np.multiply(rest_slope, q, out=dp), np.subtract(1.0, q, out=a), out=dp)
         np.multiply(p, np.subtract(1.0, p, out=b), out=b)
         # grad = (k - n * p) * dp / pq + 0.0; info = n * dp * dp / pq + 0.0

@@ -57,6 +57,7 @@ from ._slope_test import SlopeTest
 from ._state_checks import family_floats
 from ._stats import median_of
 from ._top_tier import TopTierCounts
+from ._verifier_floor import VerifierFloor
 from ._workspace import Workspace
 
 FloatArray = npt.NDArray[np.float64]
@@ -198,6 +199,9 @@ class SkillModel:
         # skill and slope, and their information (skill-skill, slope-slope, cross). The
         # flatness test that the one-slope belief cannot make itself.
         self.slope_test = SlopeTest(n)
+        # the grader's error rate, read from probes at tiers that surely fail
+        self.verifier = VerifierFloor()
+        self._floor = True  # the ablation turns it off
         self._top = (catalog.n_tiers - 1).astype(np.float64)
         self._belief: tuple[FloatArray, FloatArray] | None = None  # belief(), until an update
         self.version = 0  # bumped by every update: readers of derived flags skip a re-read
@@ -626,9 +630,18 @@ class SkillModel:
         after, _ = self.belief_at(families)
         lag = self._rise_share * (per_family - 1.0) / per_family
         scored_at = before + lag * np.maximum(after - before, 0.0)
-        chance = self._chance[families][owner]
+        low, span = self._levels(families[owner])
         self.slope_test.add(
-            families, owner, tiers, k_arm, n_arm, per_family, scored_at, chance, self.config.slope
+            families,
+            owner,
+            tiers,
+            k_arm,
+            n_arm,
+            per_family,
+            scored_at,
+            low,
+            span,
+            self.config.slope,
         )
         self.top_tier.trained(arms, k_arm, n_arm, families, owner, per_family)
         self.episodes[families] += per_family
@@ -644,20 +657,22 @@ class SkillModel:
         ``step``; returns the families they touched, sorted and distinct."""
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
-        self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
         items = n.astype(np.float64)
+        if self._floor and self._read_floor(families, tiers, scores, items):
+            self.top_tier.set_floor(self.verifier.rate)
+        self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
         if self.last_shift > 0.0:
             scores = self._unshifted(scores, self.last_shift, items)
         self._changed()
         touched, owner = distinct(families, self._catalog.n_families)
         passed = scores * items
         self.shortfall.probed(families, touched, owner, tiers, passed, items, step)
+        self.top_tier.probed(touched, owner, tiers, passed, items)
         guessed = self._chance[families] > 0 if self._match else None
         if guessed is None or not guessed.any():
             self._update(self.probe_mu, self.probe_var, touched, owner, tiers, passed, items)
         else:
             self._match_probes(families, tiers, passed, items, guessed)
-        self.top_tier.probed(touched, owner, tiers, passed, items)
         return touched
 
     def _match_probes(
@@ -689,6 +704,7 @@ class SkillModel:
             slope=self.config.slope,
             low=-REACH,
             high=self._top[touched] + REACH,
+            floor=self.verifier.rate,
         )
         self.probe_mu[touched] = mu
         self.probe_var[touched] = var
@@ -702,15 +718,35 @@ class SkillModel:
         test's: the tier's pass rate at ``confidence`` sds above the belief is under
         ``reach_floor``. Only a rise is read: a fall shows where a tier surely passes,
         which forgetting also does."""
-        cfg = self.config
-        mu, var = self.belief_at(families)
-        upper = expit(cfg.slope * (mu + cfg.confidence * np.sqrt(var) - tiers))
-        fails = upper < cfg.reach_floor
+        fails, mu = self._surely_fails(families, tiers)
         if np.count_nonzero(fails) < self._shift_readings:
             return 0.0
         chance = self._chance[families][fails]
-        expected = chance + (1.0 - chance) * expit(cfg.slope * (mu[fails] - tiers[fails]))
+        q = expit(self.config.slope * (mu[fails] - tiers[fails]))
+        expected = self.verifier.raw(chance + (1.0 - chance) * q)
         return max(float(np.median(scores[fails] - expected)), 0.0)
+
+    def _read_floor(
+        self, families: IntArray, tiers: IntArray, scores: FloatArray, items: FloatArray
+    ) -> bool:
+        """Pool a probe call's readings at tiers that surely fail (``VerifierFloor``); True
+        where the floor changed. Readings past half are a belief that is wrong, not a
+        grader (a family mastered before its probes showed it)."""
+        chance = self._chance[families]
+        fails, _ = self._surely_fails(families, tiers)
+        fails &= (chance < 0.5) & (scores <= 0.5)
+        keep = (1.0 - 2.0 * chance) * items
+        lifted = float(((scores - chance) * items)[fails].sum())
+        return self.verifier.add(lifted, float(keep[fails].sum()))
+
+    def _surely_fails(self, families: IntArray, tiers: IntArray) -> tuple[BoolArray, FloatArray]:
+        """bool, per reading: the tier's pass rate at ``confidence`` sds above the belief is
+        under ``reach_floor`` (the out-of-reach test's "surely"); and the belief's means."""
+        cfg = self.config
+        mu, var = self.belief_at(families)
+        upper = expit(cfg.slope * (mu + cfg.confidence * np.sqrt(var) - tiers))
+        result: BoolArray = upper < cfg.reach_floor
+        return result, mu
 
     def _unshifted(self, scores: FloatArray, shift: float, items: FloatArray) -> FloatArray:
         """Readings of ``items`` items less a lift of ``shift``. A reading at 1 may have
@@ -740,6 +776,7 @@ class SkillModel:
     ) -> None:
         """Laplace update of one belief (``laplace_update``) by counts ``k of n`` at
         (family, tier), row i of family ``families[owner[i]]``."""
+        low, span = self._levels(families[owner])
         laplace_update(
             mean,
             var,
@@ -748,11 +785,22 @@ class SkillModel:
             tier,
             k,
             n,
-            chance=self._chance[families][owner],
+            low=low,
+            span=span,
             top=self._top[families],
             slope=self.config.slope,
             work=self._work,
         )
+
+    def _levels(self, rows: IntArray) -> tuple[FloatArray, FloatArray]:
+        """Each row's pass rate at no skill (the chance level) and what skill adds to it
+        (``1 - chance``), as the grader shows them (``VerifierFloor``): ``P(pass) = low +
+        span * sigmoid(slope * (theta - tier))``."""
+        chance, floor = self._chance[rows], self.verifier.rate
+        keep = 1.0 - 2.0 * floor
+        low: FloatArray = floor + keep * chance
+        span: FloatArray = keep * (1.0 - chance)
+        return low, span
 
     # ------------------------------------------------------------------ state
     _FAMILY_ARRAYS = (
@@ -768,6 +816,7 @@ class SkillModel:
     def state_dict(self) -> dict[str, Any]:
         state = {name: getattr(self, name).copy() for name in self._FAMILY_ARRAYS}
         tests = self.slope_test.state_dict() | self.top_tier.state_dict()
+        tests |= self.verifier.state_dict()
         return state | self.shortfall.state_dict() | tests
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -777,6 +826,7 @@ class SkillModel:
         state.setdefault("built", state.get("episodes"))  # before it: every episode counted
         loaded = family_floats(state, self._FAMILY_ARRAYS, cat.n_families)
         slope_test = self.slope_test.checked(state)
+        verifier = self.verifier.checked(state)
         top_tier = self.top_tier.checked(state)
         if (loaded["train_var"] <= 0).any() or (loaded["probe_var"] <= 0).any():
             raise ValueError("skill: variances must be positive")
@@ -788,5 +838,7 @@ class SkillModel:
             setattr(self, name, value)
         self.shortfall.apply(shortfall)
         self.slope_test.apply(slope_test)
+        self.verifier.apply(verifier)
         self.top_tier.apply(top_tier)
+        self.top_tier.set_floor(self.verifier.rate)
         self._changed()

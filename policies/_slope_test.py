@@ -43,18 +43,19 @@ class SlopeTest:
         n: FloatArray,
         per_family: FloatArray,
         mu: FloatArray,
-        chance: FloatArray,
+        low: FloatArray,
+        span: FloatArray,
         slope: float,
     ) -> None:
         """Add these counts (``k`` of ``n`` at ``tier``, row i of ``families[owner[i]]``,
-        ``chance`` per row) scored at the belief ``mu`` of each of ``families``, after
-        fading their terms by ``per_family`` episodes."""
+        passing at ``low + span * sigmoid`` per row) scored at the belief ``mu`` of each of
+        ``families``, after fading their terms by ``per_family`` episodes."""
         m = families.shape[0]
         gap = mu[owner] - tier
         q = expit(slope * gap)
-        p = clip(chance + (1.0 - chance) * q, 1e-9, 1.0 - 1e-9)
-        d_skill = (1.0 - chance) * q * (1.0 - q) * slope  # d p / d skill
-        d_slope = (1.0 - chance) * q * (1.0 - q) * gap  # d p / d slope
+        p = clip(low + span * q, 1e-9, 1.0 - 1e-9)
+        d_skill = span * q * (1.0 - q) * slope  # d p / d skill
+        d_slope = span * q * (1.0 - q) * gap  # d p / d slope
         resid = (k - n * p) / (p * (1.0 - p))
         weight = n / (p * (1.0 - p))
         terms = np.stack(

@@ -91,6 +91,7 @@ class TopTierCounts:
         self._catalog = catalog
         self._top_arm = catalog.tier_of_arm == catalog.n_tiers[catalog.family_of_arm] - 1
         self._mastered_at = mastered_at
+        self.floor = 0.0  # the grader's error rate (VerifierFloor): levels are read through it
         self.counts = np.zeros((4, catalog.n_families))
         self.passed = np.zeros(catalog.n_families, dtype=bool)
         # float64 [2, n_families]: the first _START top-tier probe items, passed and probed
@@ -210,16 +211,27 @@ class TopTierCounts:
         _fade_in(self.counts[row : row + 2], family, k, n)
         self.passed[family] = self._verdict(self.counts[:, family], self._need(family))
 
+    def set_floor(self, floor: float) -> None:
+        """Read every level through a grader wrong ``floor`` of the time, either way, and
+        redo every verdict."""
+        self.floor = floor
+        self.passed = self._verdict(self.counts, self._need(None))
+
+    def _graded(self, rate: FloatArray) -> FloatArray:
+        """The pass rate a grader wrong ``floor`` of the time shows for a true ``rate``."""
+        result: FloatArray = self.floor + (1.0 - 2.0 * self.floor) * rate
+        return result
+
     def _chance(self, families: IntArray | None) -> FloatArray:
         """The chance level of these families (all: None), as a raw pass rate."""
         chance = self._catalog.chance_success
-        return (chance if families is None else chance[families]).astype(np.float64)
+        return self._graded((chance if families is None else chance[families]).astype(np.float64))
 
     def _need(self, families: IntArray | None) -> FloatArray:
         """The raw pass rate that counts as mastered for these families (all: None)."""
-        chance = self._chance(families)
-        result: FloatArray = chance + self._mastered_at * (1.0 - chance)
-        return result
+        chance = self._catalog.chance_success
+        chance = (chance if families is None else chance[families]).astype(np.float64)
+        return self._graded(chance + self._mastered_at * (1.0 - chance))
 
     @staticmethod
     def _verdict(c: FloatArray, need: FloatArray) -> BoolArray:

@@ -1,0 +1,81 @@
+"""How often the verifier passes what surely fails: a grader wrong either way.
+
+A verifier that is wrong on a share ``e`` of its grades (an LLM judge, a flaky harness)
+passes ``e`` of what surely fails and fails ``e`` of what surely passes. The skill model's
+pass curve has no room for it: a ladder's easier tier passes less and its harder tier more
+than the one slope says, and its flatness test reads a learner as a coin flip (the grid's
+``*_judge`` regimes: half of the learnable families idled). ``VerifierFloor`` pools the
+probe items read at tiers the belief says surely fail, and where they pass more than
+``_FLOOR_MIN`` by ``_FLOOR_Z`` standard errors takes their pass rate for ``e``. The skill
+model's likelihood then reads every outcome through the grader, ``P(pass) = e + (1 - 2e)
+P_true`` (a binomial of the grader's rate, not the true rate's counts corrected, whose
+variance near 0 and 1 the errors more than double). A grader wrong as often either way is
+assumed: what surely passes is rarer early in a run, when the belief needs it most.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+_FLOOR_Z = 3.0  # standard errors above _FLOOR_MIN before the floor is taken
+_FLOOR_MIN = 0.01  # a grader wrong once in a hundred grades or less is left as it is
+_FLOOR_MAX = 0.25  # beyond this a grade says little; the floor is held here
+# The floor is read from the first probe calls only: a grader's errors are there from the
+# start, and a drifting evaluator (the shift SkillModel takes off a call) starts where it
+# was calibrated and lifts the readings later
+_FLOOR_CALLS = 3
+_CALL_ITEMS = 16.0  # a call that reads fewer items at surely failing tiers is not counted
+
+
+class VerifierFloor:
+    """The pooled probe items at surely failing tiers (passed, read, of how many calls)
+    and the floor they give (``rate``: 0 until it is clear)."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(3)  # passed, read, calls counted
+        self.rate = 0.0
+
+    def add(self, passed: float, items: float) -> bool:
+        """Pool a call's items, while calls are still counted; True where the floor
+        changed."""
+        if items < _CALL_ITEMS or self.counts[2] >= _FLOOR_CALLS:
+            return False
+        self.counts += (passed, items, 1.0)
+        before, self.rate = self.rate, self._rate()
+        return self.rate != before
+
+    def _rate(self) -> float:
+        passed, items, _ = self.counts
+        if items <= 0:
+            return 0.0
+        p = passed / items
+        if p - _FLOOR_Z * np.sqrt(p * (1.0 - p) / items) <= _FLOOR_MIN:
+            return 0.0
+        return float(min(p, _FLOOR_MAX))
+
+    def raw(self, rate: Any) -> Any:
+        """The pass rate the grader shows for a true ``rate``."""
+        return self.rate + (1.0 - 2.0 * self.rate) * rate
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"verifier_floor": self.counts.copy()}
+
+    def checked(self, state: dict[str, Any]) -> FloatArray:
+        """The state's counts, checked (ValueError naming the field); nothing is applied.
+        A state from before the floor reads none."""
+        counts = np.asarray(state.get("verifier_floor", np.zeros(3)), dtype=np.float64)
+        if counts.shape != (3,) or not np.all(np.isfinite(counts)):
+            raise ValueError("skill.verifier_floor: need 3 finite values (passed, read, calls)")
+        if counts[1] < 0 or not 0 <= counts[0] <= counts[1] or counts[2] < 0:
+            raise ValueError("skill.verifier_floor: need 0 <= passed <= read and calls >= 0")
+        return counts.copy()
+
+    def apply(self, counts: FloatArray) -> None:
+        """Take the counts ``checked`` returned."""
+        self.counts = counts
+        self.rate = self._rate()
