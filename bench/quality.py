@@ -293,6 +293,20 @@ GRID: tuple[Regime, ...] = (
         P("none"),
         {"verifier_noise": 0.05},
     ),
+    # a noisy grader where every answer can be guessed (added with the floor's revision
+    # that reads it from families without a chance level only, held out, first run on
+    # seeds 2100-2102): no floor can be read there
+    Regime(
+        "skill_judge_mc",
+        "held",
+        "skill",
+        (30, 10, 4),
+        128,
+        300,
+        P("top", 10, 8),
+        {"verifier_noise": 0.05},
+        {"chance_success": 0.25},
+    ),
     Regime(
         "group_judge_asked",
         "held",

@@ -729,15 +729,16 @@ class SkillModel:
     def _read_floor(
         self, families: IntArray, tiers: IntArray, scores: FloatArray, items: FloatArray
     ) -> bool:
-        """Pool a probe call's readings at tiers that surely fail (``VerifierFloor``); True
-        where the floor changed. Readings past half are a belief that is wrong, not a
-        grader (a family mastered before its probes showed it)."""
-        chance = self._chance[families]
+        """Pool a probe call's readings at tiers that surely fail, of families whose tasks
+        do not pass by chance (``VerifierFloor``); True where the floor changed. Their
+        passes are the grader's alone; where guesses pass too, a belief that lags on the
+        plateau guessing makes lifts them as well (the held-out regimes at chance 0.25
+        read a floor with no grader's errors: `group_mc` final -0.029). Readings past half
+        are a belief that is wrong, not a grader (a family mastered before its probes
+        showed it)."""
         fails, _ = self._surely_fails(families, tiers)
-        fails &= (chance < 0.5) & (scores <= 0.5)
-        keep = (1.0 - 2.0 * chance) * items
-        lifted = float(((scores - chance) * items)[fails].sum())
-        return self.verifier.add(lifted, float(keep[fails].sum()))
+        fails &= (self._chance[families] == 0.0) & (scores <= 0.5)
+        return self.verifier.add(float(scores[fails] @ items[fails]), float(items[fails].sum()))
 
     def _surely_fails(self, families: IntArray, tiers: IntArray) -> tuple[BoolArray, FloatArray]:
         """bool, per reading: the tier's pass rate at ``confidence`` sds above the belief is

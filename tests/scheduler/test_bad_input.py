@@ -166,6 +166,11 @@ BAD_STATES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("retry of an unknown arm", _set("retries.arm", np.array([999])), "retries"),
     ("probe curve over 1", _set("curves.latest", _at(0, 2.0)), r"curves\.latest"),
     ("infinite slope test", _set("skill.slope_test", _at(0, np.inf)), r"skill\.slope_test"),
+    (
+        "a grader's floor passing more than it read",
+        _set("skill.verifier_floor", np.array([5.0, 2.0, 1.0])),
+        r"skill\.verifier_floor",
+    ),
     ("tier of a float", _set("tiers.tier", np.zeros(12)), r"tiers\.tier: must be an array of int"),
     ("string cursor", _set("cursor", np.array(["a"] * 36)), "cursor: must be an array of int32"),
     ("zero cost", _set("cost", _at(0, 0.0)), "cost: must be > 0"),

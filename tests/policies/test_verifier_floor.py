@@ -1,0 +1,87 @@
+"""The grader's floor (policies/_verifier_floor.py): read only where the probes that surely
+fail pass clearly more than a grader right 99 times in 100, from the first probe calls
+only; and a skill model that reads it does not take a learner graded by a noisy verifier
+for a coin flip, while one that does not does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from domains import Catalog
+from policies import SkillModel
+from policies._verifier_floor import VerifierFloor
+
+
+def test_no_floor_until_the_surely_failing_items_pass_clearly_more_than_one_in_a_hundred() -> None:
+    floor = VerifierFloor()
+    assert not floor.add(3.0, 600.0)  # 0.5 %: a belief that lags, not a grader
+    assert floor.rate == 0.0
+    floor = VerifierFloor()
+    assert floor.add(60.0, 600.0)  # 10 %, far from 1 %
+    assert floor.rate == pytest.approx(0.1)
+    assert floor.raw(0.0) == pytest.approx(0.1) and floor.raw(1.0) == pytest.approx(0.9)
+
+
+def test_only_the_first_calls_with_enough_items_count() -> None:
+    floor = VerifierFloor()
+    assert not floor.add(1.0, 8.0)  # too few items to count as a call
+    for _ in range(3):
+        floor.add(30.0, 600.0)
+    assert floor.rate == pytest.approx(0.05)
+    assert not floor.add(600.0, 600.0)  # a later lift is a drift's, not the grader's
+    assert floor.rate == pytest.approx(0.05)
+
+
+def test_its_state_is_checked_and_an_older_state_reads_no_floor() -> None:
+    floor = VerifierFloor()
+    floor.add(60.0, 600.0)
+    again = VerifierFloor()
+    again.apply(again.checked(floor.state_dict()))
+    assert again.rate == floor.rate
+    assert VerifierFloor().checked({}).tolist() == [0.0, 0.0, 0.0]
+    for bad in ([1.0, 2.0], [3.0, 2.0, 1.0], [np.nan, 2.0, 1.0], [0.0, 2.0, -1.0]):
+        with pytest.raises(ValueError, match=r"skill\.verifier_floor"):
+            again.checked({"verifier_floor": np.array(bad)})
+
+
+def _graded_at_every_tier(model: SkillModel, rng: np.random.Generator, rounds: int) -> None:
+    """Every family, a learner at skill 1.5 on the model's own curve, trained at each of
+    its 4 tiers alike, graded by a verifier wrong 10 % of the time either way."""
+    cat = model._catalog
+    families = np.arange(cat.n_families)
+    for _ in range(rounds):
+        fam = np.repeat(families, 4)
+        tiers = np.tile(np.arange(4), cat.n_families)
+        p = 0.1 + 0.8 * expit(model.config.slope * (1.5 - tiers))
+        success = (rng.random(fam.shape[0]) < p).astype(np.float64)
+        model.observe_training(cat.arm_start[fam] + tiers, success)
+
+
+def test_the_floor_is_read_from_probes_at_tiers_that_surely_fail() -> None:
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=40, n_tiers=6)
+    rng = np.random.default_rng(1)
+    families = np.arange(cat.n_families)
+    top = (cat.n_tiers - 1).astype(np.int64)
+    for noise, want in ((0.1, 0.1), (0.0, 0.0)):
+        model = SkillModel(cat)
+        for step in range(3):
+            scores = rng.binomial(8, np.full(cat.n_families, noise)) / 8.0
+            model.observe_probes(families, top, scores, np.full(cat.n_families, 8), step=step)
+        assert model.verifier.rate == pytest.approx(want, abs=0.03)
+        assert model.top_tier.floor == model.verifier.rate
+
+
+def test_a_learner_graded_by_a_noisy_verifier_reads_flat_unless_the_floor_is_read() -> None:
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=40, n_tiers=4)
+    plain, floored = SkillModel(cat), SkillModel(cat)
+    floored.verifier.add(80.0, 800.0)  # a grader wrong 10 % of the time, read
+    for model in (plain, floored):
+        _graded_at_every_tier(model, np.random.default_rng(0), rounds=40)
+    assert plain.flat().mean() > 0.3, "the failure this guards against no longer shows"
+    assert floored.flat().mean() < 0.05
+    z, _ = floored._slope_z()
+    assert abs(float(np.median(z))) < 1.0
+    mu, _ = floored.belief()
+    assert abs(float(np.median(mu)) - 1.5) < 0.3
