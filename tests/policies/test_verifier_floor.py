@@ -85,3 +85,23 @@ def test_a_learner_graded_by_a_noisy_verifier_reads_flat_unless_the_floor_is_rea
     assert abs(float(np.median(z))) < 1.0
     mu, _ = floored.belief()
     assert abs(float(np.median(mu)) - 1.5) < 0.3
+
+
+def test_a_lift_in_the_first_calls_reads_as_the_grader_and_a_later_one_as_a_drift() -> None:
+    # at tiers that surely fail the two look alike; a drifting evaluator starts where it
+    # was calibrated, so only the first three calls are read for the grader
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=40, n_tiers=6)
+    families = np.arange(cat.n_families)
+    top = (cat.n_tiers - 1).astype(np.int64)
+    items = np.full(cat.n_families, 8)
+    model = SkillModel(cat)
+    for step in range(3):
+        model.observe_probes(families, top, np.zeros(cat.n_families), items, step=step)
+    assert model.verifier.rate == 0.0
+    model.observe_probes(families, top, np.full(cat.n_families, 0.25), items, step=3)
+    assert model.verifier.rate == 0.0
+    assert model.last_shift == pytest.approx(0.25, abs=0.01)
+    early = SkillModel(cat)
+    early.observe_probes(families, top, np.full(cat.n_families, 0.25), items, step=0)
+    assert early.verifier.rate == pytest.approx(0.25)
+    assert early.last_shift == 0.0
