@@ -738,7 +738,9 @@ class SkillModel:
         showed it)."""
         fails, _ = self._surely_fails(families, tiers)
         fails &= (self._chance[families] == 0.0) & (scores <= 0.5)
-        return self.verifier.add(float(scores[fails] @ items[fails]), float(items[fails].sum()))
+        passed = scores[fails] * items[fails]
+        none = float(np.count_nonzero(passed < 0.5))
+        return self.verifier.add(float(passed.sum()), float(items[fails].sum()), fails.sum(), none)
 
     def _surely_fails(self, families: IntArray, tiers: IntArray) -> tuple[BoolArray, FloatArray]:
         """bool, per reading: the tier's pass rate at ``confidence`` sds above the belief is

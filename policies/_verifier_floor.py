@@ -37,26 +37,32 @@ class VerifierFloor:
     and the floor they give (``rate``: 0 until it is clear)."""
 
     def __init__(self) -> None:
-        self.counts = np.zeros(3)  # passed, read, calls counted
+        self.counts = np.zeros(5)  # items passed, items read, readings, readings of none, calls
         self.rate = 0.0
 
-    def add(self, passed: float, items: float) -> bool:
-        """Pool a call's items, while calls are still counted; True where the floor
-        changed."""
-        if items < _CALL_ITEMS or self.counts[2] >= _FLOOR_CALLS:
+    def add(self, passed: float, items: float, readings: float, none: float) -> bool:
+        """Pool a call's items (``readings`` of them, ``none`` of which passed no item),
+        while calls are still counted; True where the floor changed."""
+        if items < _CALL_ITEMS or self.counts[4] >= _FLOOR_CALLS:
             return False
-        self.counts += (passed, items, 1.0)
+        self.counts += (passed, items, readings, none, 1.0)
         before, self.rate = self.rate, self._rate()
         return self.rate != before
 
     def _rate(self) -> float:
-        passed, items, _ = self.counts
+        """The pass rate of the pooled items, or less where it would leave fewer readings of
+        none than there are: a grader errs alike on every family, so its errors leave
+        ``(1 - e)^n`` of the readings of ``n`` items empty, while a few families that
+        already pass part of a tier lift the mean and leave the rest empty."""
+        passed, items, readings, none, _ = self.counts
         if items <= 0:
             return 0.0
         p = passed / items
         if p - _FLOOR_Z * np.sqrt(p * (1.0 - p) / items) <= _FLOOR_MIN:
             return 0.0
-        return float(min(p, _FLOOR_MAX))
+        if none > 0:
+            p = min(p, 1.0 - (none / readings) ** (readings / items))
+        return float(min(p, _FLOOR_MAX)) if p > _FLOOR_MIN else 0.0
 
     def raw(self, rate: Any) -> Any:
         """The pass rate the grader shows for a true ``rate``."""
@@ -68,11 +74,17 @@ class VerifierFloor:
     def checked(self, state: dict[str, Any]) -> FloatArray:
         """The state's counts, checked (ValueError naming the field); nothing is applied.
         A state from before the floor reads none."""
-        counts = np.asarray(state.get("verifier_floor", np.zeros(3)), dtype=np.float64)
-        if counts.shape != (3,) or not np.all(np.isfinite(counts)):
-            raise ValueError("skill.verifier_floor: need 3 finite values (passed, read, calls)")
-        if counts[1] < 0 or not 0 <= counts[0] <= counts[1] or counts[2] < 0:
-            raise ValueError("skill.verifier_floor: need 0 <= passed <= read and calls >= 0")
+        counts = np.asarray(state.get("verifier_floor", np.zeros(5)), dtype=np.float64)
+        if counts.shape != (5,) or not np.all(np.isfinite(counts)):
+            raise ValueError(
+                "skill.verifier_floor: need 5 finite values (passed, read, readings, none, calls)"
+            )
+        passed, items, readings, none, calls = counts
+        if not (0 <= passed <= items and 0 <= none <= readings <= items and calls >= 0):
+            raise ValueError(
+                "skill.verifier_floor: need 0 <= passed <= read, 0 <= none <= readings <= read"
+                " and calls >= 0"
+            )
         return counts.copy()
 
     def apply(self, counts: FloatArray) -> None:

@@ -42,7 +42,7 @@ def right_grader(monkeypatch: pytest.MonkeyPatch) -> None:
     that use it read a lift, or a coin flip's half, at tiers that surely fail in the first
     probe calls, which is what a grader wrong either way shows too
     (tests/policies/test_verifier_floor.py)."""
-    monkeypatch.setattr(VerifierFloor, "add", lambda self, passed, items: False)
+    monkeypatch.setattr(VerifierFloor, "add", lambda self, *counts: False)
 
 
 def _probe_all(model: SkillModel, cat: Catalog, tier: int, scores: object) -> None:

@@ -16,32 +16,51 @@ from policies._verifier_floor import VerifierFloor
 
 def test_no_floor_until_the_surely_failing_items_pass_clearly_more_than_one_in_a_hundred() -> None:
     floor = VerifierFloor()
-    assert not floor.add(3.0, 600.0)  # 0.5 %: a belief that lags, not a grader
+    assert not floor.add(3.0, 600.0, 75.0, 72.0)  # 0.5 %: a belief that lags, not a grader
     assert floor.rate == 0.0
     floor = VerifierFloor()
-    assert floor.add(60.0, 600.0)  # 10 %, far from 1 %
+    # 10 %, far from 1 %, and as many readings of 8 items empty as a grader's errors leave
+    assert floor.add(60.0, 600.0, 75.0, 75.0 * 0.9**8)
     assert floor.rate == pytest.approx(0.1)
     assert floor.raw(0.0) == pytest.approx(0.1) and floor.raw(1.0) == pytest.approx(0.9)
 
 
+def test_a_few_families_that_pass_part_of_a_tier_are_not_a_grader() -> None:
+    # 10 % of the items pass, all of them in a tenth of the readings: nine in ten are empty,
+    # where a grader wrong 10 % of the time leaves 43 % of readings of 8 items empty
+    floor = VerifierFloor()
+    floor.add(60.0, 600.0, 75.0, 67.5)
+    assert floor.rate == pytest.approx(1.0 - 0.9 ** (1 / 8))
+    floor = VerifierFloor()
+    floor.add(60.0, 600.0, 75.0, 74.0)  # one reading passes them all: no grader at all
+    assert floor.rate == 0.0
+
+
 def test_only_the_first_calls_with_enough_items_count() -> None:
     floor = VerifierFloor()
-    assert not floor.add(1.0, 8.0)  # too few items to count as a call
+    assert not floor.add(1.0, 8.0, 1.0, 0.0)  # too few items to count as a call
     for _ in range(3):
-        floor.add(30.0, 600.0)
+        floor.add(30.0, 600.0, 75.0, 75.0 * 0.95**8)
     assert floor.rate == pytest.approx(0.05)
-    assert not floor.add(600.0, 600.0)  # a later lift is a drift's, not the grader's
+    assert not floor.add(600.0, 600.0, 75.0, 0.0)  # a later lift is a drift's, not the grader's
     assert floor.rate == pytest.approx(0.05)
 
 
 def test_its_state_is_checked_and_an_older_state_reads_no_floor() -> None:
     floor = VerifierFloor()
-    floor.add(60.0, 600.0)
+    floor.add(60.0, 600.0, 75.0, 32.0)
     again = VerifierFloor()
     again.apply(again.checked(floor.state_dict()))
-    assert again.rate == floor.rate
-    assert VerifierFloor().checked({}).tolist() == [0.0, 0.0, 0.0]
-    for bad in ([1.0, 2.0], [3.0, 2.0, 1.0], [np.nan, 2.0, 1.0], [0.0, 2.0, -1.0]):
+    assert again.rate == floor.rate > 0
+    assert VerifierFloor().checked({}).tolist() == [0.0] * 5
+    bad_states = (
+        [1.0, 2.0],
+        [3.0, 2.0, 1.0, 0.0, 1.0],
+        [np.nan, 2.0, 1.0, 0.0, 1.0],
+        [0.0, 2.0, 1.0, 0.0, -1.0],
+        [0.0, 8.0, 1.0, 2.0, 1.0],
+    )
+    for bad in bad_states:
         with pytest.raises(ValueError, match=r"skill\.verifier_floor"):
             again.checked({"verifier_floor": np.array(bad)})
 
@@ -76,7 +95,7 @@ def test_the_floor_is_read_from_probes_at_tiers_that_surely_fail() -> None:
 def test_a_learner_graded_by_a_noisy_verifier_reads_flat_unless_the_floor_is_read() -> None:
     cat = Catalog.synthetic(n_domains=1, families_per_domain=40, n_tiers=4)
     plain, floored = SkillModel(cat), SkillModel(cat)
-    floored.verifier.add(80.0, 800.0)  # a grader wrong 10 % of the time, read
+    floored.verifier.add(80.0, 800.0, 100.0, 100.0 * 0.9**8)  # a grader wrong 10 % of the time
     for model in (plain, floored):
         _graded_at_every_tier(model, np.random.default_rng(0), rounds=40)
     assert plain.flat().mean() > 0.3, "the failure this guards against no longer shows"
