@@ -85,6 +85,15 @@ def _guessable(name: str, split: str, student: str, chance: float) -> Regime:
     )  # fmt: skip
 
 
+def _judged(name: str, split: str, student: str, noise: float) -> Regime:
+    """The issue's shape and protocol, graded by a verifier wrong on ``noise`` of its grades
+    either way (bench/_students.py's NoisyVerifier)."""
+    return Regime(
+        name, split, student, (30, 10, 4), 128, 300, P("top", 10, 8),
+        {"verifier_noise": noise},
+    )  # fmt: skip
+
+
 GRID: tuple[Regime, ...] = (
     # ---- dev: tuned on (seeds 0-2)
     Regime("ext", "dev", "ladder", (30, 10, 4), 128, 300, P("top", 10, 8)),
@@ -151,36 +160,9 @@ GRID: tuple[Regime, ...] = (
     # Added 2026-12-06 as held out; seed 0 of each, run once, showed the default idling
     # half the learnable families (final 0.50-0.53 against ladder_probe's 0.67-0.86), and
     # the grader's floor (policies/_verifier_floor.py) was built on that seed: dev since
-    Regime(
-        "ladder_judge",
-        "dev",
-        "ladder",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        {"verifier_noise": 0.1},
-    ),
-    Regime(
-        "skill_judge",
-        "dev",
-        "skill",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        {"verifier_noise": 0.05},
-    ),
-    Regime(
-        "group_judge",
-        "dev",
-        "group",
-        (30, 10, 4),
-        128,
-        300,
-        P("top", 10, 8),
-        {"verifier_noise": 0.05},
-    ),
+    _judged("ladder_judge", "dev", "ladder", 0.1),
+    _judged("skill_judge", "dev", "skill", 0.05),
+    _judged("group_judge", "dev", "group", 0.05),
     # ---- held out: looked at only at the end (seeds 100-102)
     Regime("ladder_1000", "held", "ladder", (100, 10, 5), 400, 300, P("top", 20, 4)),
     Regime("skill_drift", "held", "skill", (30, 10, 4), 128, 300, P("top", 10, 8, 0, 0.3, 0.03)),
