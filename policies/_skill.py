@@ -658,7 +658,10 @@ class SkillModel:
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
         items = n.astype(np.float64)
-        if self._floor and self._read_floor(families, tiers, scores, items):
+        if self._floor and (
+            self._read_floor(families, tiers, scores, items)
+            | self._confirm_floor(families, tiers, scores, items)
+        ):
             self.top_tier.set_floor(self.verifier.rate)
         self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
         if self.last_shift > 0.0:
@@ -741,6 +744,20 @@ class SkillModel:
         passed = scores[fails] * items[fails]
         none = float(np.count_nonzero(passed < 0.5))
         return self.verifier.add(float(passed.sum()), float(items[fails].sum()), fails.sum(), none)
+
+    def _confirm_floor(
+        self, families: IntArray, tiers: IntArray, scores: FloatArray, items: FloatArray
+    ) -> bool:
+        """Pool a call's readings at tiers that surely pass, of families without a chance
+        level and at half their items or more, against the floor read (``VerifierFloor.
+        confirm``); True where that ends it."""
+        cfg = self.config
+        mu, var = self.belief_at(families)
+        lower = expit(cfg.slope * (mu - cfg.confidence * np.sqrt(var) - tiers))
+        passes = (lower > 1.0 - cfg.reach_floor) & (self._chance[families] == 0.0)
+        passes &= scores >= 0.5
+        failed = float(((1.0 - scores) * items)[passes].sum())
+        return self.verifier.confirm(failed, float(items[passes].sum()))
 
     def _surely_fails(self, families: IntArray, tiers: IntArray) -> tuple[BoolArray, FloatArray]:
         """bool, per reading: the tier's pass rate at ``confidence`` sds above the belief is

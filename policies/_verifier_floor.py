@@ -37,7 +37,9 @@ class VerifierFloor:
     and the floor they give (``rate``: 0 until it is clear)."""
 
     def __init__(self) -> None:
-        self.counts = np.zeros(5)  # items passed, items read, readings, readings of none, calls
+        # at tiers that surely fail: items passed, items read, readings, readings of none,
+        # calls; then at tiers that surely pass, once a floor is read: items failed, read
+        self.counts = np.zeros(7)
         self.rate = 0.0
 
     def add(self, passed: float, items: float, readings: float, none: float) -> bool:
@@ -45,16 +47,37 @@ class VerifierFloor:
         while calls are still counted; True where the floor changed."""
         if items < _CALL_ITEMS or self.counts[4] >= _FLOOR_CALLS:
             return False
-        self.counts += (passed, items, readings, none, 1.0)
+        self.counts[:5] += (passed, items, readings, none, 1.0)
+        before, self.rate = self.rate, self._rate()
+        return self.rate != before
+
+    def confirm(self, failed: float, items: float) -> bool:
+        """Pool items read at tiers that surely pass, while a floor is read; True where
+        that ends it. A grader fails them as often as it passes what surely fails; a drift
+        that lifted the first calls, or a model that passed part of its top tiers before
+        training, fails none of them."""
+        if self.rate == 0.0 or items <= 0:
+            return False
+        self.counts[5:] += (failed, items)
         before, self.rate = self.rate, self._rate()
         return self.rate != before
 
     def _rate(self) -> float:
+        """The floor the surely failing items give (``_floor``), unless the surely passing
+        ones fail less often by ``_FLOOR_Z`` standard errors."""
+        e = self._floor()
+        failed, items = self.counts[5:]
+        fewer = (
+            e > 0.0 and items > 0 and failed / items - e < -_FLOOR_Z * np.sqrt(e * (1 - e) / items)
+        )
+        return 0.0 if fewer else e
+
+    def _floor(self) -> float:
         """The pass rate of the pooled items, or less where it would leave fewer readings of
         none than there are: a grader errs alike on every family, so its errors leave
         ``(1 - e)^n`` of the readings of ``n`` items empty, while a few families that
         already pass part of a tier lift the mean and leave the rest empty."""
-        passed, items, readings, none, _ = self.counts
+        passed, items, readings, none, _ = self.counts[:5]
         if items <= 0:
             return 0.0
         p = passed / items
@@ -74,16 +97,21 @@ class VerifierFloor:
     def checked(self, state: dict[str, Any]) -> FloatArray:
         """The state's counts, checked (ValueError naming the field); nothing is applied.
         A state from before the floor reads none."""
-        counts = np.asarray(state.get("verifier_floor", np.zeros(5)), dtype=np.float64)
-        if counts.shape != (5,) or not np.all(np.isfinite(counts)):
+        counts = np.asarray(state.get("verifier_floor", np.zeros(7)), dtype=np.float64)
+        if counts.shape != (7,) or not np.all(np.isfinite(counts)):
             raise ValueError(
-                "skill.verifier_floor: need 5 finite values (passed, read, readings, none, calls)"
+                "skill.verifier_floor: need 7 finite values (passed, read, readings, none,"
+                " calls; failed, read where a tier surely passes)"
             )
-        passed, items, readings, none, calls = counts
+        passed, items, readings, none, calls, failed, sure = counts
         if not (0 <= passed <= items and 0 <= none <= readings <= items and calls >= 0):
             raise ValueError(
                 "skill.verifier_floor: need 0 <= passed <= read, 0 <= none <= readings <= read"
                 " and calls >= 0"
+            )
+        if not 0 <= failed <= sure:
+            raise ValueError(
+                "skill.verifier_floor: need 0 <= failed <= read where it surely passes"
             )
         return counts.copy()
 
