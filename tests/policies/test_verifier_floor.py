@@ -52,17 +52,33 @@ def test_its_state_is_checked_and_an_older_state_reads_no_floor() -> None:
     again = VerifierFloor()
     again.apply(again.checked(floor.state_dict()))
     assert again.rate == floor.rate > 0
-    assert VerifierFloor().checked({}).tolist() == [0.0] * 5
+    assert VerifierFloor().checked({}).tolist() == [0.0] * 7
     bad_states = (
         [1.0, 2.0],
-        [3.0, 2.0, 1.0, 0.0, 1.0],
-        [np.nan, 2.0, 1.0, 0.0, 1.0],
-        [0.0, 2.0, 1.0, 0.0, -1.0],
-        [0.0, 8.0, 1.0, 2.0, 1.0],
+        [3.0, 2.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+        [np.nan, 2.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+        [0.0, 2.0, 1.0, 0.0, -1.0, 0.0, 0.0],
+        [0.0, 8.0, 1.0, 2.0, 1.0, 0.0, 0.0],
+        [0.0, 8.0, 1.0, 1.0, 1.0, 5.0, 4.0],
     )
     for bad in bad_states:
         with pytest.raises(ValueError, match=r"skill\.verifier_floor"):
             again.checked({"verifier_floor": np.array(bad)})
+
+
+def test_a_floor_ends_where_what_surely_passes_fails_less_often_than_it() -> None:
+    grader = VerifierFloor()
+    grader.add(60.0, 600.0, 75.0, 75.0 * 0.9**8)
+    assert not grader.confirm(24.0, 240.0)  # a grader fails a tenth of what surely passes
+    assert grader.rate == pytest.approx(0.1)
+    start = VerifierFloor()
+    start.add(60.0, 600.0, 75.0, 75.0 * 0.9**8)
+    assert start.confirm(0.0, 240.0)  # none failed: a drift or a competent start
+    assert start.rate == 0.0
+    again = VerifierFloor()
+    again.apply(again.checked(start.state_dict()))
+    assert again.rate == 0.0
+    assert not VerifierFloor().confirm(0.0, 240.0)  # nothing to confirm before a floor
 
 
 def _graded_at_every_tier(model: SkillModel, rng: np.random.Generator, rounds: int) -> None:

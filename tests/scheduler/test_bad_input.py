@@ -168,7 +168,7 @@ BAD_STATES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("infinite slope test", _set("skill.slope_test", _at(0, np.inf)), r"skill\.slope_test"),
     (
         "a grader's floor passing more than it read",
-        _set("skill.verifier_floor", np.array([5.0, 2.0, 1.0, 0.0, 1.0])),
+        _set("skill.verifier_floor", np.array([5.0, 2.0, 1.0, 0.0, 1.0, 0.0, 0.0])),
         r"skill\.verifier_floor",
     ),
     ("tier of a float", _set("tiers.tier", np.zeros(12)), r"tiers\.tier: must be an array of int"),
