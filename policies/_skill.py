@@ -739,6 +739,8 @@ class SkillModel:
         read a floor with no grader's errors: `group_mc` final -0.029). Readings past half
         are a belief that is wrong, not a grader (a family mastered before its probes
         showed it)."""
+        if not self.verifier.reading:
+            return False
         fails, _ = self._surely_fails(families, tiers)
         fails &= (self._chance[families] == 0.0) & (scores <= 0.5)
         passed = scores[fails] * items[fails]
@@ -751,6 +753,8 @@ class SkillModel:
         """Pool a call's readings at tiers that surely pass, of families without a chance
         level and at half their items or more, against the floor read (``VerifierFloor.
         confirm``); True where that ends it."""
+        if self.verifier.rate == 0.0:
+            return False
         cfg = self.config
         mu, var = self.belief_at(families)
         lower = expit(cfg.slope * (mu - cfg.confidence * np.sqrt(var) - tiers))

@@ -42,10 +42,15 @@ class VerifierFloor:
         self.counts = np.zeros(7)
         self.rate = 0.0
 
+    @property
+    def reading(self) -> bool:
+        """Whether probe calls are still read for the floor (the first ``_FLOOR_CALLS``)."""
+        return bool(self.counts[4] < _FLOOR_CALLS)
+
     def add(self, passed: float, items: float, readings: float, none: float) -> bool:
         """Pool a call's items (``readings`` of them, ``none`` of which passed no item),
         while calls are still counted; True where the floor changed."""
-        if items < _CALL_ITEMS or self.counts[4] >= _FLOOR_CALLS:
+        if items < _CALL_ITEMS or not self.reading:
             return False
         self.counts[:5] += (passed, items, readings, none, 1.0)
         before, self.rate = self.rate, self._rate()
