@@ -29,6 +29,8 @@ import numpy.typing as npt
 
 from domains import Catalog
 
+from ._verifier_floor import graded
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -217,21 +219,20 @@ class TopTierCounts:
         self.floor = floor
         self.passed = self._verdict(self.counts, self._need(None))
 
-    def _graded(self, rate: FloatArray) -> FloatArray:
-        """The pass rate a grader wrong ``floor`` of the time shows for a true ``rate``."""
-        result: FloatArray = self.floor + (1.0 - 2.0 * self.floor) * rate
-        return result
-
     def _chance(self, families: IntArray | None) -> FloatArray:
         """The chance level of these families (all: None), as a raw pass rate."""
         chance = self._catalog.chance_success
-        return self._graded((chance if families is None else chance[families]).astype(np.float64))
+        result: FloatArray = graded(
+            (chance if families is None else chance[families]).astype(np.float64), self.floor
+        )
+        return result
 
     def _need(self, families: IntArray | None) -> FloatArray:
         """The raw pass rate that counts as mastered for these families (all: None)."""
         chance = self._catalog.chance_success
         chance = (chance if families is None else chance[families]).astype(np.float64)
-        return self._graded(chance + self._mastered_at * (1.0 - chance))
+        result: FloatArray = graded(chance + self._mastered_at * (1.0 - chance), self.floor)
+        return result
 
     @staticmethod
     def _verdict(c: FloatArray, need: FloatArray) -> BoolArray:

@@ -32,6 +32,12 @@ _FLOOR_CALLS = 3
 _CALL_ITEMS = 16.0  # a call that reads fewer items at surely failing tiers is not counted
 
 
+def graded(rate: Any, floor: float) -> Any:
+    """The pass rate a grader wrong ``floor`` of the time, either way, shows for a true
+    ``rate``."""
+    return floor + (1.0 - 2.0 * floor) * rate
+
+
 class VerifierFloor:
     """The pooled probe items at surely failing tiers (passed, read, of how many calls)
     and the floor they give (``rate``: 0 until it is clear)."""
@@ -94,7 +100,7 @@ class VerifierFloor:
 
     def raw(self, rate: Any) -> Any:
         """The pass rate the grader shows for a true ``rate``."""
-        return self.rate + (1.0 - 2.0 * self.rate) * rate
+        return graded(rate, self.rate)
 
     def state_dict(self) -> dict[str, Any]:
         return {"verifier_floor": self.counts.copy()}
