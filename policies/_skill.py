@@ -266,6 +266,9 @@ class SkillModel:
         # coin-like and stalled reads flat (flat()); the ablation turns it off
         self._single = np.flatnonzero(catalog.n_tiers == 1)
         self._stalled_single = True
+        # whether the slope test's information bars are lowered by the grader's floor
+        # (_info_bar); the ablation turns it off
+        self._floor_info = True
         self._work = Workspace()  # a probe round's work arrays (laplace_update)
 
     # ------------------------------------------------------------------ beliefs
@@ -404,13 +407,15 @@ class SkillModel:
     ) -> BoolArray:
         """bool: the slope's score test (``_slope_z``'s z and information, of ``families``,
         default all) reads flat. A family that is coin-like (``TopTierCounts.coin_like``)
-        is read at ``_COIN_INFO`` of information, the rest at ``_SLOPE_INFO_MIN``: a coin
-        flip drawn at its top tier gets slope evidence only from its contrast draws, and
-        with that evidence fading its information settles barely above the usual bar."""
+        is read at ``_COIN_INFO`` of information, the rest at ``_SLOPE_INFO_MIN`` (both
+        times ``_info_bar``): a coin flip drawn at its top tier gets slope evidence only
+        from its contrast draws, and with that evidence fading its information settles
+        barely above the usual bar."""
         flatter = z < -self.config.flat_z
-        result: BoolArray = (info >= _SLOPE_INFO_MIN) & flatter
+        bar = self._info_bar()
+        result: BoolArray = (info >= bar * _SLOPE_INFO_MIN) & flatter
         if self._coin_info:
-            early = flatter & (info >= _COIN_INFO) & ~result
+            early = flatter & (info >= bar * _COIN_INFO) & ~result
             if early.any():  # the coin test on these families only
                 pick = np.flatnonzero(early)
                 fam = pick if families is None else families[pick]
@@ -434,8 +439,16 @@ class SkillModel:
 
     def _undecided(self, z: FloatArray, info: FloatArray) -> BoolArray:
         suspect = z < -self._suspect * self.config.flat_z
-        result: BoolArray = (info < _SLOPE_INFO_MIN) | suspect
+        result: BoolArray = (info < self._info_bar() * _SLOPE_INFO_MIN) | suspect
         return result
+
+    def _info_bar(self) -> float:
+        """What the slope test's information bars are multiplied by: the share of a
+        right grader's information an outcome carries through the grader's floor
+        (``VerifierFloor.information``). Without it, 6 of the 15 coin flips of dev
+        ``ladder_judge`` seed 0 (a tenth of the grades wrong) read flat at the end; 11
+        with it."""
+        return self.verifier.information if self._floor_info else 1.0
 
     def _slope_z(self, families: IntArray | None = None) -> tuple[FloatArray, FloatArray]:
         """The slope test's z and information (of ``families``, default all)."""

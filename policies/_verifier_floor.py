@@ -53,6 +53,15 @@ class VerifierFloor:
         """Whether probe calls are still read for the floor (the first ``_FLOOR_CALLS``)."""
         return bool(self.counts[4] < _FLOOR_CALLS)
 
+    @property
+    def information(self) -> float:
+        """The share of a right grader's information about the slope that an outcome
+        carries at most, ``(1 - 2e)^2`` (at a pass rate of one half; less elsewhere): the
+        flatness test's bar is counted in a right grader's outcomes, so it is lowered by
+        as much, or a coin flip's fading evidence never reaches it."""
+        span = 1.0 - 2.0 * self.rate
+        return span * span
+
     def add(self, passed: float, items: float, readings: float, none: float) -> bool:
         """Pool a call's items (``readings`` of them, ``none`` of which passed no item),
         while calls are still counted; True where the floor changed."""
