@@ -140,3 +140,25 @@ def test_a_lift_in_the_first_calls_reads_as_the_grader_and_a_later_one_as_a_drif
     early.observe_probes(families, top, np.full(cat.n_families, 0.25), items, step=0)
     assert early.verifier.rate == pytest.approx(0.25)
     assert early.last_shift == 0.0
+
+
+def test_the_flatness_bars_are_lowered_by_what_the_grader_leaves_of_an_outcome() -> None:
+    # a coin flip graded wrong a tenth of the time: each outcome tells (1 - 0.2)^2 of what a
+    # right grader's would, so evidence that fades per episode reaches a right grader's
+    # bar late; read at the lowered bar, more coin flips read flat by the same episode
+    assert VerifierFloor().information == 1.0
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=40, n_tiers=4)
+    families = np.arange(cat.n_families)
+    flat = {}
+    for lowered in (True, False):
+        model = SkillModel(cat)
+        model._floor_info = lowered
+        model.verifier.add(80.0, 800.0, 100.0, 100.0 * 0.9**8)
+        assert model.verifier.information == pytest.approx(0.8**2)
+        rng = np.random.default_rng(0)
+        for _ in range(150):
+            tiers = model.draw_tiers(families, rng)
+            coin = (rng.random(families.shape[0]) < 0.5).astype(np.float64)
+            model.observe_training(cat.arm_start[families] + tiers, coin)
+        flat[lowered] = float(model.flat().mean())
+    assert flat[True] > flat[False] + 0.15, flat
