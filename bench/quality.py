@@ -432,7 +432,7 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "match_moments": _set(_skill, "_match", False),
     # the grader is taken to be right: no floor is read from the probes
     "verifier_floor": _set(_skill, "_floor", False),
-    # the slope test's information bars stay a right grader's whatever the floor
+    # the slope test's information bars and window stay a right grader's whatever the floor
     "floor_info": _set(_skill, "_floor_info", False),
 }
 
@@ -569,7 +569,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the grader is taken to be right: no floor of its errors is read from the probes that
     # surely fail
     "no_verifier_floor": {"without": "verifier_floor"},
-    # the flatness test's information bars stay a right grader's under the grader's floor
+    # the flatness test's information bars and window stay a right grader's under the
+    # grader's floor
     "no_floor_info": {"without": "floor_info"},
 }
 

@@ -266,8 +266,8 @@ class SkillModel:
         # coin-like and stalled reads flat (flat()); the ablation turns it off
         self._single = np.flatnonzero(catalog.n_tiers == 1)
         self._stalled_single = True
-        # whether the slope test's information bars are lowered by the grader's floor
-        # (_info_bar); the ablation turns it off
+        # whether the slope test counts its evidence in a right grader's outcomes under
+        # the grader's floor (_info_bar, _read_through_floor); the ablation turns it off
         self._floor_info = True
         self._work = Workspace()  # a probe round's work arrays (laplace_update)
 
@@ -449,6 +449,13 @@ class SkillModel:
         ``ladder_judge`` seed 0 (a tenth of the grades wrong) read flat at the end; 11
         with it."""
         return self.verifier.information if self._floor_info else 1.0
+
+    def _read_through_floor(self) -> None:
+        """Take the grader's floor as it now reads: the top tier's levels, and the slope
+        test's window, lengthened as the bars are lowered (``_info_bar``): its evidence
+        fades per episode, and through a grader an episode tells less."""
+        self.top_tier.set_floor(self.verifier.rate)
+        self.slope_test.set_information(self._info_bar())
 
     def _slope_z(self, families: IntArray | None = None) -> tuple[FloatArray, FloatArray]:
         """The slope test's z and information (of ``families``, default all)."""
@@ -675,7 +682,7 @@ class SkillModel:
             self._read_floor(families, tiers, scores, items)
             | self._confirm_floor(families, tiers, scores, items)
         ):
-            self.top_tier.set_floor(self.verifier.rate)
+            self._read_through_floor()
         self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
         if self.last_shift > 0.0:
             scores = self._unshifted(scores, self.last_shift, items)
@@ -877,5 +884,5 @@ class SkillModel:
         self.slope_test.apply(slope_test)
         self.verifier.apply(verifier)
         self.top_tier.apply(top_tier)
-        self.top_tier.set_floor(self.verifier.rate)
+        self._read_through_floor()
         self._changed()
