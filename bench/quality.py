@@ -434,6 +434,9 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "verifier_floor": _set(_skill, "_floor", False),
     # the slope test's information bars and window stay a right grader's whatever the floor
     "floor_info": _set(_skill, "_floor_info", False),
+    # the slope test's information bars and window stay an unguessable outcome's where
+    # tasks pass by chance
+    "chance_info": _set(_skill, "_chance_info", False),
 }
 
 
@@ -572,6 +575,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the flatness test's information bars and window stay a right grader's under the
     # grader's floor
     "no_floor_info": {"without": "floor_info"},
+    # the flatness test's information bars and window stay an unguessable outcome's for a
+    # family whose tasks pass by chance
+    "no_chance_info": {"without": "chance_info"},
 }
 
 

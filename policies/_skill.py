@@ -267,8 +267,13 @@ class SkillModel:
         self._single = np.flatnonzero(catalog.n_tiers == 1)
         self._stalled_single = True
         # whether the slope test counts its evidence in a right grader's outcomes under
-        # the grader's floor (_info_bar, _read_through_floor); the ablation turns it off
+        # the grader's floor, and in unguessable outcomes where tasks pass by chance
+        # (_information); the ablation turns each off
         self._floor_info = True
+        self._chance_info = True
+        # float64 [n_families]: the share of an unguessable outcome's information about
+        # the slope that one of each family carries at most, (1 - chance)^2
+        self._unguessed = (1.0 - self._chance) ** 2
         self._work = Workspace()  # a probe round's work arrays (laplace_update)
 
     # ------------------------------------------------------------------ beliefs
@@ -346,7 +351,7 @@ class SkillModel:
         tier = self._tier_for(theta, families)
         if self.config.contrast > 0:
             z, info = self._slope_z(families)
-            undecided = self._undecided(z, info)
+            undecided = self._undecided(z, info, families)
             side = undecided & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
@@ -408,11 +413,11 @@ class SkillModel:
         """bool: the slope's score test (``_slope_z``'s z and information, of ``families``,
         default all) reads flat. A family that is coin-like (``TopTierCounts.coin_like``)
         is read at ``_COIN_INFO`` of information, the rest at ``_SLOPE_INFO_MIN`` (both
-        times ``_info_bar``): a coin flip drawn at its top tier gets slope evidence only
+        times ``_information``): a coin flip drawn at its top tier gets slope evidence only
         from its contrast draws, and with that evidence fading its information settles
         barely above the usual bar."""
         flatter = z < -self.config.flat_z
-        bar = self._info_bar()
+        bar = self._information(families)
         result: BoolArray = (info >= bar * _SLOPE_INFO_MIN) & flatter
         if self._coin_info:
             early = flatter & (info >= bar * _COIN_INFO) & ~result
@@ -435,27 +440,32 @@ class SkillModel:
         about as the belief predicts, so once the first evidence was in, a coin flip's
         test crept toward ``flat_z`` for a hundred steps while it took a full share."""
         z, info = self._slope_z(families)
-        return self._undecided(z, info)
+        return self._undecided(z, info, families)
 
-    def _undecided(self, z: FloatArray, info: FloatArray) -> BoolArray:
+    def _undecided(
+        self, z: FloatArray, info: FloatArray, families: IntArray | None = None
+    ) -> BoolArray:
         suspect = z < -self._suspect * self.config.flat_z
-        result: BoolArray = (info < self._info_bar() * _SLOPE_INFO_MIN) | suspect
+        result: BoolArray = (info < self._information(families) * _SLOPE_INFO_MIN) | suspect
         return result
 
-    def _info_bar(self) -> float:
-        """What the slope test's information bars are multiplied by: the share of a
-        right grader's information an outcome carries through the grader's floor
-        (``VerifierFloor.information``). Without it, 6 of the 15 coin flips of dev
-        ``ladder_judge`` seed 0 (a tenth of the grades wrong) read flat at the end; 11
-        with it."""
-        return self.verifier.information if self._floor_info else 1.0
-
-    def _read_through_floor(self) -> None:
-        """Take the grader's floor as it now reads: the top tier's levels, and the slope
-        test's window, lengthened as the bars are lowered (``_info_bar``): its evidence
-        fades per episode, and through a grader an episode tells less."""
-        self.top_tier.set_floor(self.verifier.rate)
-        self.slope_test.set_information(self._info_bar())
+    def _information(self, families: IntArray | None = None) -> FloatArray | float:
+        """The share of a right grader's unguessable outcome's information about the slope
+        that an outcome of each of ``families`` (default all) carries at most: ``(1 -
+        2e)^2`` through a grader wrong ``e`` of the time (``VerifierFloor.information``),
+        times ``(1 - chance)^2`` where tasks pass by chance. The slope test's bars are
+        multiplied by it and its window divided by it, so both are counted in a right
+        grader's unguessable outcomes: an outcome that tells less fades as slowly as it
+        tells. Without it, 6 of the 15 coin flips of dev ``ladder_judge`` seed 0 (a tenth
+        of the grades wrong) read flat at the end (11 with the bars lowered), and a
+        guessable family's evidence faded before it told a learner's slope (dev
+        ``skill_chance``: p10 +0.36 with it)."""
+        share = self.verifier.information if self._floor_info else 1.0
+        if not self._chance_info:
+            return share
+        unguessed = self._unguessed if families is None else self._unguessed[families]
+        result: FloatArray = share * unguessed
+        return result
 
     def _slope_z(self, families: IntArray | None = None) -> tuple[FloatArray, FloatArray]:
         """The slope test's z and information (of ``families``, default all)."""
@@ -662,6 +672,7 @@ class SkillModel:
             low,
             span,
             self.config.slope,
+            self._information(families),
         )
         self.top_tier.trained(arms, k_arm, n_arm, families, owner, per_family)
         self.episodes[families] += per_family
@@ -682,7 +693,7 @@ class SkillModel:
             self._read_floor(families, tiers, scores, items)
             | self._confirm_floor(families, tiers, scores, items)
         ):
-            self._read_through_floor()
+            self.top_tier.set_floor(self.verifier.rate)
         self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
         if self.last_shift > 0.0:
             scores = self._unshifted(scores, self.last_shift, items)
@@ -884,5 +895,5 @@ class SkillModel:
         self.slope_test.apply(slope_test)
         self.verifier.apply(verifier)
         self.top_tier.apply(top_tier)
-        self._read_through_floor()
+        self.top_tier.set_floor(self.verifier.rate)
         self._changed()

@@ -5,10 +5,10 @@ tier. A coin flip passes every tier alike, and no update of the skill alone can 
 the belief just settles where the mean pass rate is. ``SlopeTest`` keeps, per family, the
 efficient score and information of a slope parameter, from every training outcome scored
 against the belief of its time, fading by ``1/_WINDOW`` per training episode, so a family
-that changed is judged on its recent outcomes (over a longer window where a grader's
-errors leave each outcome less to tell: ``set_information``). ``SkillModel`` reads its z
-and information (``flat``, ``slope_undecided``) and owns one, as it owns ``ShortfallTest``
-and ``TopTierCounts``.
+that changed is judged on its recent outcomes (over a longer window where guessing or a
+grader's errors leave each outcome less to tell). ``SkillModel`` reads its z and
+information (``flat``, ``slope_undecided``) and owns one, as it owns ``ShortfallTest`` and
+``TopTierCounts``.
 """
 
 from __future__ import annotations
@@ -34,15 +34,6 @@ class SlopeTest:
     def __init__(self, n_families: int) -> None:
         self._n = n_families
         self.terms = np.zeros((5, n_families))
-        self._window = _WINDOW  # training episodes: the evidence fades by 1/_window each
-
-    def set_information(self, share: float) -> None:
-        """Each outcome carries ``share`` of the information a right grader's would
-        (``VerifierFloor.information``): the window lengthens to ``_WINDOW / share``
-        episodes, so it holds as much evidence as before."""
-        if not 0.0 < share <= 1.0:
-            raise ValueError(f"share: must be in (0, 1], got {share!r}")
-        self._window = _WINDOW / share
 
     def add(
         self,
@@ -56,10 +47,14 @@ class SlopeTest:
         low: FloatArray,
         span: FloatArray,
         slope: float,
+        share: FloatArray | float = 1.0,
     ) -> None:
         """Add these counts (``k`` of ``n`` at ``tier``, row i of ``families[owner[i]]``,
         passing at ``low + span * sigmoid`` per row) scored at the belief ``mu`` of each of
-        ``families``, after fading their terms by ``per_family`` episodes."""
+        ``families``, after fading their terms by ``per_family`` episodes. An episode of a
+        family whose outcomes carry ``share`` of the information a right grader's
+        unguessable outcome would fades them by ``share / _WINDOW``: the window holds as
+        much evidence, over ``_WINDOW / share`` episodes."""
         m = families.shape[0]
         gap = mu[owner] - tier
         q = expit(slope * gap)
@@ -77,7 +72,8 @@ class SlopeTest:
                 weight * d_skill * d_slope,
             ]
         )
-        fade = (1.0 - 1.0 / self._window) ** per_family
+        window = _WINDOW / share  # in episodes
+        fade = (1.0 - 1.0 / window) ** per_family
         # one bincount for the five rows: row r of family j lands in bin r * m + j
         rows = np.arange(5)[:, None] * m + owner[None, :]
         sums = np.bincount(rows.ravel(), weights=terms.ravel(), minlength=5 * m).reshape(5, m)

@@ -168,26 +168,28 @@ def test_the_flatness_bars_are_lowered_by_what_the_grader_leaves_of_an_outcome()
 def test_the_slope_tests_window_lengthens_by_what_the_grader_leaves_of_an_outcome() -> None:
     test = SlopeTest(1)
     test.terms[:] = 1.0
-    test.set_information(0.5)  # two outcomes now tell what one did: twice the window
-
     e, ei = np.zeros(0), np.zeros(0, dtype=np.int64)  # no outcomes: the fade alone
-    test.add(np.array([0]), ei, ei, e, e, np.array([64.0]), np.zeros(1), e, e, 3.0)
+    # two outcomes now tell what one did: twice the window
+    test.add(np.array([0]), ei, ei, e, e, np.array([64.0]), np.zeros(1), e, e, 3.0, 0.5)
     assert test.terms[0, 0] == pytest.approx((1.0 - 1.0 / 128.0) ** 64)
-    with pytest.raises(ValueError, match="share"):
-        test.set_information(0.0)
     cat = Catalog.synthetic(n_domains=1, families_per_domain=40, n_tiers=4)
-    for lowered in (True, False):
-        model = SkillModel(cat)
-        model._floor_info = lowered
-        families = np.arange(cat.n_families)
-        top = (cat.n_tiers - 1).astype(np.int64)
-        for step in range(3):  # a grader wrong a tenth of the time, at tiers surely failing
-            scores = np.random.default_rng(step).binomial(8, np.full(cat.n_families, 0.1)) / 8
-            model.observe_probes(families, top, scores, np.full(cat.n_families, 8), step=step)
-        assert model.verifier.rate == pytest.approx(0.1, abs=0.03)
-        share = model.verifier.information if lowered else 1.0
-        assert model.slope_test._window == pytest.approx(64.0 / share)
-        again = SkillModel(cat)
-        again._floor_info = lowered
-        again.load_state_dict(model.state_dict())  # a checkpoint's floor sets it as well
-        assert again.slope_test._window == model.slope_test._window
+    families = np.arange(cat.n_families)
+    top = (cat.n_tiers - 1).astype(np.int64)
+    model = SkillModel(cat)
+    assert np.all(model._information() == 1.0)  # a right grader, nothing guessable
+    for step in range(3):  # a grader wrong a tenth of the time, at tiers surely failing
+        scores = np.random.default_rng(step).binomial(8, np.full(cat.n_families, 0.1)) / 8
+        model.observe_probes(families, top, scores, np.full(cat.n_families, 8), step=step)
+    assert model.verifier.rate == pytest.approx(0.1, abs=0.03)
+    assert np.allclose(model._information(), model.verifier.information)
+    assert model.verifier.information == pytest.approx((1.0 - 2.0 * model.verifier.rate) ** 2)
+    model._floor_info = False
+    assert np.all(model._information() == 1.0)
+    # answers that pass a quarter of the time by guessing: (1 - 0.25)^2 of what an outcome
+    # tells, on top of the grader's share
+    guessed = SkillModel(
+        Catalog.synthetic(n_domains=1, families_per_domain=8, n_tiers=4, chance_success=0.25)
+    )
+    assert np.allclose(guessed._information(np.arange(3)), 0.75**2)
+    guessed._chance_info = False
+    assert guessed._information() == 1.0
