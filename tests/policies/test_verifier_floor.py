@@ -193,3 +193,19 @@ def test_the_slope_tests_window_lengthens_by_what_the_grader_leaves_of_an_outcom
     assert np.allclose(guessed._information(np.arange(3)), 0.75**2)
     guessed._chance_info = False
     assert guessed._information() == 1.0
+
+
+def test_a_guessable_familys_slope_is_decided_on_less_information() -> None:
+    # 0.4 units of information about the slope, none of it flat: under a right grader's
+    # bar of 0.5 the test is undecided (contrast draws go on); at chance 0.25 each outcome
+    # tells 0.5625 as much, and 0.4 is past the bar counted in unguessable outcomes
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=8, n_tiers=4, chance_success=0.25)
+    decided = {}
+    for counted in (True, False):
+        model = SkillModel(cat)
+        model._chance_info = counted
+        model.slope_test.terms[:] = 0.0
+        model.slope_test.terms[2] = 1.0  # skill-skill information
+        model.slope_test.terms[3] = 0.4  # slope-slope information
+        decided[counted] = not model.slope_undecided().any()
+    assert decided == {True: True, False: False}
