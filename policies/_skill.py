@@ -455,8 +455,8 @@ class SkillModel:
         2e)^2`` through a grader wrong ``e`` of the time (``VerifierFloor.information``),
         times ``(1 - chance)^2`` where tasks pass by chance. The slope test's bars are
         multiplied by it and its window divided by it, so both are counted in a right
-        grader's unguessable outcomes: an outcome that tells less fades as slowly as it
-        tells. Without it, 6 of the 15 coin flips of dev ``ladder_judge`` seed 0 (a tenth
+        grader's unguessable outcomes: an outcome that tells less fades more slowly, and
+        as much evidence is asked of it. Without it, 6 of the 15 coin flips of dev ``ladder_judge`` seed 0 (a tenth
         of the grades wrong) read flat at the end (11 with the bars lowered), and a
         guessable family's evidence faded before it told a learner's slope (dev
         ``skill_chance``: p10 +0.36 with it)."""
