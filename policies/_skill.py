@@ -456,10 +456,11 @@ class SkillModel:
         times ``(1 - chance)^2`` where tasks pass by chance. The slope test's bars are
         multiplied by it and its window divided by it, so both are counted in a right
         grader's unguessable outcomes: an outcome that tells less fades more slowly, and
-        as much evidence is asked of it. Without it, 6 of the 15 coin flips of dev ``ladder_judge`` seed 0 (a tenth
-        of the grades wrong) read flat at the end (11 with the bars lowered), and a
-        guessable family's evidence faded before it told a learner's slope (dev
-        ``skill_chance``: p10 +0.36 with it)."""
+        less of it is asked for. Without it, 6 of the 15 coin flips of dev
+        ``ladder_judge`` seed 0 (a tenth of the grades wrong) read flat at the end (11
+        with the bars lowered), and a guessable family's slope was left undecided, its
+        contrast draws going on where guesses tell least (dev ``skill_chance``: p10
+        +0.36 with it)."""
         share = self.verifier.information if self._floor_info else 1.0
         if not self._chance_info:
             return share
