@@ -690,12 +690,15 @@ class SkillModel:
         if families.size == 0:
             return np.zeros(0, dtype=np.int64)
         items = n.astype(np.float64)
+        fails, passes, mu = self._sure(families, tiers)  # read once for the three below
         if self._floor and (
-            self._read_floor(families, tiers, scores, items)
-            | self._confirm_floor(families, tiers, scores, items)
+            self._read_floor(fails, families, scores, items)
+            | self._confirm_floor(passes, families, scores, items)
         ):
             self.top_tier.set_floor(self.verifier.rate)
-        self.last_shift = self._shared_shift(families, tiers, scores) if self._shift else 0.0
+        self.last_shift = (
+            self._shared_shift(fails, mu, families, tiers, scores) if self._shift else 0.0
+        )
         if self.last_shift > 0.0:
             scores = self._unshifted(scores, self.last_shift, items)
         self._changed()
@@ -744,7 +747,14 @@ class SkillModel:
         self.probe_mu[touched] = mu
         self.probe_var[touched] = var
 
-    def _shared_shift(self, families: IntArray, tiers: IntArray, scores: FloatArray) -> float:
+    def _shared_shift(
+        self,
+        fails: BoolArray,
+        mu: FloatArray,
+        families: IntArray,
+        tiers: IntArray,
+        scores: FloatArray,
+    ) -> float:
         """How far above the belief a probe call reads where the belief says the tier
         surely fails: an evaluator that drifts (a judge grown lenient, a test set that
         leaked) lifts every reading of a round alike, and a family far below a tier cannot
@@ -752,8 +762,7 @@ class SkillModel:
         at least ``_SHIFT_READINGS`` of them were read, else 0. "Surely" is the out-of-reach
         test's: the tier's pass rate at ``confidence`` sds above the belief is under
         ``reach_floor``. Only a rise is read: a fall shows where a tier surely passes,
-        which forgetting also does."""
-        fails, mu = self._surely_fails(families, tiers)
+        which forgetting also does. ``fails`` and ``mu``: ``_sure``'s."""
         if np.count_nonzero(fails) < self._shift_readings:
             return 0.0
         chance = self._chance[families][fails]
@@ -762,7 +771,7 @@ class SkillModel:
         return max(float(np.median(scores[fails] - expected)), 0.0)
 
     def _read_floor(
-        self, families: IntArray, tiers: IntArray, scores: FloatArray, items: FloatArray
+        self, fails: BoolArray, families: IntArray, scores: FloatArray, items: FloatArray
     ) -> bool:
         """Pool a probe call's readings at tiers that surely fail, of families whose tasks
         do not pass by chance (``VerifierFloor``); True where the floor changed. Their
@@ -770,39 +779,37 @@ class SkillModel:
         plateau guessing makes lifts them as well (the held-out regimes at chance 0.25
         read a floor with no grader's errors: `group_mc` final -0.029). Readings past half
         are a belief that is wrong, not a grader (a family mastered before its probes
-        showed it)."""
+        showed it). ``fails``: ``_sure``'s."""
         if not self.verifier.reading:
             return False
-        fails, _ = self._surely_fails(families, tiers)
-        fails &= (self._chance[families] == 0.0) & (scores <= 0.5)
+        fails = fails & (self._chance[families] == 0.0) & (scores <= 0.5)
         passed = scores[fails] * items[fails]
         none = float(np.count_nonzero(passed < 0.5))
         return self.verifier.add(float(passed.sum()), float(items[fails].sum()), fails.sum(), none)
 
     def _confirm_floor(
-        self, families: IntArray, tiers: IntArray, scores: FloatArray, items: FloatArray
+        self, passes: BoolArray, families: IntArray, scores: FloatArray, items: FloatArray
     ) -> bool:
-        """Pool a call's readings at tiers that surely pass, of families without a chance
-        level and at half their items or more, against the floor read (``VerifierFloor.
-        confirm``); True where that ends it."""
+        """Pool a call's readings at tiers that surely pass (``passes``: ``_sure``'s), of
+        families without a chance level and at half their items or more, against the floor
+        read (``VerifierFloor.confirm``); True where that ends it."""
         if self.verifier.rate == 0.0:
             return False
-        cfg = self.config
-        mu, var = self.belief_at(families)
-        lower = expit(cfg.slope * (mu - cfg.confidence * np.sqrt(var) - tiers))
-        passes = (lower > 1.0 - cfg.reach_floor) & (self._chance[families] == 0.0)
-        passes &= scores >= 0.5
+        passes = passes & (self._chance[families] == 0.0) & (scores >= 0.5)
         failed = float(((1.0 - scores) * items)[passes].sum())
         return self.verifier.confirm(failed, float(items[passes].sum()))
 
-    def _surely_fails(self, families: IntArray, tiers: IntArray) -> tuple[BoolArray, FloatArray]:
-        """bool, per reading: the tier's pass rate at ``confidence`` sds above the belief is
-        under ``reach_floor`` (the out-of-reach test's "surely"); and the belief's means."""
+    def _sure(self, families: IntArray, tiers: IntArray) -> tuple[BoolArray, BoolArray, FloatArray]:
+        """Per reading, from one read of the belief: the tier surely fails (its pass rate
+        at ``confidence`` sds above the belief is under ``reach_floor``, the out-of-reach
+        test's "surely"), the tier surely passes (at ``confidence`` sds below, over ``1 -
+        reach_floor``); and the belief's means."""
         cfg = self.config
         mu, var = self.belief_at(families)
-        upper = expit(cfg.slope * (mu + cfg.confidence * np.sqrt(var) - tiers))
-        result: BoolArray = upper < cfg.reach_floor
-        return result, mu
+        spread = cfg.confidence * np.sqrt(var)
+        fails: BoolArray = expit(cfg.slope * (mu + spread - tiers)) < cfg.reach_floor
+        passes: BoolArray = expit(cfg.slope * (mu - spread - tiers)) > 1.0 - cfg.reach_floor
+        return fails, passes, mu
 
     def _unshifted(self, scores: FloatArray, shift: float, items: FloatArray) -> FloatArray:
         """Readings of ``items`` items less a lift of ``shift``. A reading at 1 may have
