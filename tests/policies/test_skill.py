@@ -1057,3 +1057,64 @@ def test_a_family_of_one_tier_not_risen_by_the_stall_gain_is_stalled_early() -> 
     _train(risen, cat, family=9, tier=0, k=6, n=8)
     assert risen.progress()[9] > 0.25
     assert not risen.stalled_early()[9]
+
+
+def _suspect_among_mastered(chance: float = 0.0, cap: bool = True) -> Scheduler:
+    """Families 2-9 mastered; 0 and 1 at tier 2, 0's slope reading 3 standard errors flat
+    on ample information, 1's as a ladder's."""
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=4, chance_success=chance)
+    sched = Scheduler(cat, seed=0)
+    sk = sched.skill
+    sk._suspect_cap = cap
+    mu = np.full(10, 6.0)
+    mu[[0, 1]] = 2.0
+    state = sk.state_dict()
+    state.update(
+        train_mu=mu, probe_mu=mu, slow_mu=mu - 1.0, train_var=np.full(10, 0.05),
+        probe_var=np.full(10, 0.05), episodes=np.full(10, 40.0), built=np.full(10, 40.0),
+    )  # fmt: skip
+    info, z = np.full(10, 4.0), np.zeros(10)
+    z[0] = -3.0
+    zero, one = np.zeros(10), np.ones(10)
+    state["slope_test"] = np.stack([zero, z * np.sqrt(info), one, info, zero])
+    sk.load_state_dict(state)
+    return sched
+
+
+def test_a_family_whose_slope_reads_suspect_is_held_to_a_uniform_share() -> None:
+    """Half way to flat, a family is more likely a coin flip than a learner: it keeps the
+    uniform mix's share, so its evidence keeps coming, but the surplus the mastered leave
+    goes to the learner beside it. Not a flag: no event says it."""
+    sched = _suspect_among_mastered()
+    sk, n = sched.skill, sched.catalog.n_families
+    assert sk.slope_suspect().tolist() == [True] + [False] * 9
+    assert not sk.flat()[0] and not sk.idle()[0]
+    family = sched.weights().family
+    assert family[0] == pytest.approx(1.0 / n)
+    assert family[1] > 4.0 / n
+    assert not [e for e in sched.drain_events() if e.family == sched.catalog.family_names[0]]
+    # bench/quality.py's no_suspect_cap: it takes the surplus as the learner does
+    ablated = _suspect_among_mastered(cap=False)
+    assert not ablated.skill.slope_suspect().any()
+    assert ablated.weights().family[0] > 4.0 / n
+
+
+def test_a_slope_read_suspect_on_little_information_or_where_tasks_pass_by_chance_is_not() -> None:
+    """On little information, or where answers can be guessed, a slow starter reads as
+    flat as a coin flip: neither is held. Nor is a family whose top-tier probes rose."""
+    sched = _suspect_among_mastered()
+    sk = sched.skill
+    sk.slope_test.terms[3, 0] = 0.1  # information under _COIN_INFO's bar; z stays -3
+    sk.slope_test.terms[1, 0] = -3.0 * np.sqrt(0.1)
+    sk._changed()
+    assert sk._slope_z()[0][0] == pytest.approx(-3.0)
+    assert not sk.slope_suspect().any()
+    guessable = _suspect_among_mastered(chance=0.5)
+    assert guessable.skill._slope_z()[0][0] == pytest.approx(-3.0)
+    assert not guessable.skill.slope_suspect().any()
+    assert guessable.weights().family[0] > 4.0 / guessable.catalog.n_families
+    risen = _suspect_among_mastered()
+    _probe_top(risen.skill, 0.0, rounds=4)  # the first 64 items: none pass
+    _probe_top(risen.skill, 0.95, rounds=4)
+    assert risen.skill.top_tier.risen(3.0)[0]
+    assert not risen.skill.slope_suspect()[0]
