@@ -437,8 +437,6 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     # the slope test's information bars and window stay an unguessable outcome's where
     # tasks pass by chance
     "chance_info": _set(_skill, "_chance_info", False),
-    # a family whose slope reads suspect takes what its weight gives it, up to max_weight
-    "suspect_cap": _set(_skill, "_suspect_cap", False),
 }
 
 
@@ -580,8 +578,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the flatness test's information bars and window stay an unguessable outcome's for a
     # family whose tasks pass by chance
     "no_chance_info": {"without": "chance_info"},
-    # a family whose slope reads half of flat_z flat is not held to a uniform share
-    "no_suspect_cap": {"without": "suspect_cap"},
 }
 
 

@@ -271,9 +271,6 @@ class SkillModel:
         # (_information); the ablation turns each off
         self._floor_info = True
         self._chance_info = True
-        # whether a family whose slope reads suspect is reported so (slope_suspect), and
-        # so held to a uniform share; the ablation turns it off
-        self._suspect_cap = True
         # float64 [n_families]: the share of an unguessable outcome's information about
         # the slope that one of each family carries at most, (1 - chance)^2
         self._unguessed = (1.0 - self._chance) ** 2
@@ -403,36 +400,11 @@ class SkillModel:
             single = self._single[self.stalled()[self._single]]
             if single.size:  # the coin test on the stalled families of one tier only
                 result[single] |= self.top_tier.coin_like(_RISE_Z, single)
-        return self._unless_learning(result)
-
-    def slope_suspect(self) -> BoolArray:
-        """bool [n_families]: the slope reads half of ``flat_z`` flatter than a ladder's
-        on the least information the flatness test speaks on (``_COIN_INFO`` times
-        ``_information``), exempted as ``flat`` exempts (top-tier probes risen, or failing
-        under the training below). Not yet flat, but more likely a coin flip than a
-        learner: the scheduler holds it to a uniform share, so its evidence keeps coming
-        without it taking the surplus of a batch whose learners are mastered (dev
-        ``skill_judge``: three undecided coin flips took four uniform shares each in the
-        last quarter). Only where tasks do not pass by chance: there a slow starter reads
-        as flat on that little information (dev ``ladder_yesno``: z -2 to -9 at 0.1 to
-        0.2 units; held to a share, p10 0.48 -> 0.22)."""
-        result: BoolArray = np.zeros(self._catalog.n_families, dtype=bool)
-        if not self._suspect_cap:
-            return result
-        z, info = self._slope_z()
-        result = (z < -_SUSPECT * self.config.flat_z) & (info >= self._information() * _COIN_INFO)
-        result &= self._chance == 0.0
-        return self._unless_learning(result)
-
-    def _unless_learning(self, result: BoolArray) -> BoolArray:
-        """``result`` (modified) less the families whose top-tier probes say they learn,
-        whatever their slope reads: risen since their first ones, or failing where the
-        training under the top passes (``flat``). Read only where ``result`` holds."""
         if self._probe_rise:
             result &= ~self.top_tier.risen(_RISE_Z)
-        if self._under_top and result.any():
-            pick = np.flatnonzero(result)
-            result[pick] = ~self.top_tier.under_top(_RISE_Z, pick)
+        if self._under_top and result.any():  # read only where the slope reads flat
+            flat = np.flatnonzero(result)
+            result[flat] = ~self.top_tier.under_top(_RISE_Z, flat)
         return result
 
     def _reads_flat(

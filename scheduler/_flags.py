@@ -115,9 +115,6 @@ class FlagBoard:
         self.flags: BoolArray = np.zeros((len(self.detectors), catalog.n_families), dtype=bool)
         # (model, version) the flags were read at; demand() saves and restores it
         self.read_at: tuple[int, int] | None = None
-        # bool [n_families]: SkillModel.slope_suspect as last read: no flag and no event,
-        # only a cap (WeightPipeline); a function of the skill model, so never saved
-        self.suspect: BoolArray = np.zeros(catalog.n_families, dtype=bool)
 
     def spare_first(self) -> BoolArray:
         """bool [n_families]: the flagged families that take a spare share first when every
@@ -163,7 +160,6 @@ class FlagBoard:
         self.read_at = (id(skill), skill.version)
         ladder = ~self._catalog.tier_separate
         new = np.stack([d.flags(skill) for d in self.detectors]) & ladder
-        self.suspect = skill.slope_suspect() & ladder
         changed = new != self.flags
         events: list[Event] = []
         if changed.any():

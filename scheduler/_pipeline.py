@@ -43,11 +43,6 @@ _STALLED_SPARE = 0.25
 # against 0.138 without the early test; final 0.833 / 0.804 / 0.780 against 0.752; dev
 # seeds 0-11)
 _EARLY_STALL_CAP = 0.25
-# A family whose slope reads suspect (``SkillModel.slope_suspect``) is held to this many
-# uniform shares: its evidence keeps coming at the uniform mix's rate, but it does not take
-# the surplus the mastered leave (dev ``ladder_judge``, a tenth of the grades wrong: waste
-# -1.2 points, final +0.009; the dev grid's mean final +0.0014, seeds 0-11)
-_SUSPECT_CAP = 1.0
 
 
 class WeightPipeline:
@@ -238,7 +233,6 @@ class WeightPipeline:
             cap[mastered] *= np.minimum(np.maximum(built[mastered], 1.0) / sk.trial, 1.0)
         cap[evidence.separate_mastered()] = self.config.tiers.mastered_weight / n
         cap[flags.row("suspected_reward_hacking")] = sk.hacked_weight / n
-        cap[flags.suspect & np.isinf(cap)] = _SUSPECT_CAP / n
         return cap
 
     def _separate_tiers(
