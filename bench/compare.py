@@ -7,7 +7,8 @@
 Each side is a file of saved cells (``bench/quality.py --out``) and a runner after a colon
 (default ``ours``). Per regime the mean of B less A over the seeds both hold, for final,
 area, p10, waste and hack2; then the mean change over the regimes of each split, and the
-regimes whose final fell by ``--worse`` or more. Every decision to keep or drop a change
+regimes whose final fell by ``--worse`` or more, each with the standard error of its change
+paired by seed and how many seeds fell. Every decision to keep or drop a change
 to the default reads these figures: one command instead of a script per session.
 """
 
@@ -15,11 +16,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from _cells import METRICS, Cells, load_cells, mean_over, runners_of, seeds_of, split_runner
+from _cells import (
+    METRICS,
+    CellKey,
+    Cells,
+    load_cells,
+    mean_over,
+    runners_of,
+    seeds_of,
+    split_runner,
+)
 from _common import BenchError, markdown_table, run_main
 from quality import GRID
 
@@ -55,19 +67,41 @@ def changes(a: Side, b: Side) -> list[Change]:
         before = mean_over(a.cells, regime.name, a.runner, seeds)
         after = mean_over(b.cells, regime.name, b.runner, seeds)
         delta = {m: after[m] - before[m] for m in METRICS}
-        out.append((regime.name, regime.split, len(seeds), delta))
+        out.append((regime.name, regime.split, len(seeds), delta, paired(a, b, regime.name, seeds)))
     if not out:
         raise BenchError(f"{a.label} and {b.label} share no regime and seed")
     return out
 
 
-Change = tuple[str, str, int, dict[str, float]]  # regime, split, seeds shared, B less A
+@dataclass(frozen=True)
+class Paired:
+    """The change in final seed by seed: its standard error and how many seeds fell."""
+
+    se: float  # of the mean change (nan under two seeds)
+    lower: int  # seeds whose final is lower in B
+
+
+def paired(a: Side, b: Side, regime: str, seeds: Sequence[int]) -> Paired:
+    """Final, B less A, paired by seed: a fall that one seed makes reads as such. Under a
+    grader wrong a tenth of the time a regime's final moves by 0.02-0.14 between seeds,
+    more than a bar of 0.005 on three (docs/benchmarks.md, "A suspect slope")."""
+    diffs = [
+        b.cells[CellKey(regime, b.runner, s)]["final"]
+        - a.cells[CellKey(regime, a.runner, s)]["final"]
+        for s in seeds
+    ]
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
+    return Paired(se, sum(d < 0 for d in diffs))
+
+
+# regime, split, seeds shared, B less A, the change in final seed by seed
+Change = tuple[str, str, int, dict[str, float], Paired]
 
 
 def split_mean(rows: Sequence[Change], split: str) -> dict[str, float] | None:
     """Each metric's change averaged over the regimes of ``split`` ("all": every regime);
     None where the split has none."""
-    group = [d for _, s, _, d in rows if split in ("all", s)]
+    group = [d for _, s, _, d, _ in rows if split in ("all", s)]
     if not group:
         return None
     return {m: sum(d[m] for d in group) / len(group) for m in METRICS}
@@ -79,16 +113,22 @@ def render(rows: Sequence[Change], worse: float) -> str:
         return f"{100 * value:+.2f}" if metric in ("waste", "hack2") else f"{value:+.4f}"
 
     header = ["regime", "split", "seeds", *[f"Δ {m}" for m in METRICS]]
-    table = [[name, split, str(n), *[fmt(m, d[m]) for m in METRICS]] for name, split, n, d in rows]
+    table = [
+        [name, split, str(n), *[fmt(m, d[m]) for m in METRICS]] for name, split, n, d, _ in rows
+    ]
     for split in ("dev", "held", "all"):
         means = split_mean(rows, split)
-        if means is not None and not (split == "all" and len({s for _, s, _, _ in rows}) == 1):
-            count = sum(split in ("all", s) for _, s, _, _ in rows)
+        if means is not None and not (split == "all" and len({r[1] for r in rows}) == 1):
+            count = sum(split in ("all", r[1]) for r in rows)
             table.append(
                 [f"**mean, {split}**", "", str(count), *[fmt(m, means[m]) for m in METRICS]]
             )
     lines = [markdown_table(header, table), "", "waste and hack2 in points of a percent"]
-    fell = [f"{name} {d['final']:+.4f}" for name, _, _, d in rows if d["final"] <= -worse]
+    fell = [
+        f"{name} {d['final']:+.4f} (s.e. {p.se:.4f}; {p.lower} of {n} seeds lower)"
+        for name, _, n, d, p in rows
+        if d["final"] <= -worse
+    ]
     lines.append(f"final lower by {worse} or more: {', '.join(fell) if fell else 'none'}")
     return "\n".join(lines)
 

@@ -170,7 +170,25 @@ def test_compare_reads_the_change_over_shared_seeds_and_flags_a_fall(
     assert "| ext | dev | 2 | -0.0100 | +0.0000 | +0.0000 | +0.20 | +0.00 |" in out
     assert "| skill_1tier | dev | 2 | +0.0000 |" in out
     assert "| **mean, dev** |  | 4 | -0.0025 |" in out
-    assert "final lower by 0.005 or more: ext -0.0100" in out
+    assert "final lower by 0.005 or more: ext -0.0100 (s.e. 0.0000; 2 of 2 seeds lower)" in out
+
+
+def test_compare_pairs_a_fall_by_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fall one seed makes reads as one: its standard error paired by seed, and the
+    seeds that fell counted."""
+    before = _write(tmp_path / "a.json", _grid((0, 1, 2)))
+    after_cells = _grid((0, 1, 2))
+    for c in after_cells:
+        if c["runner"] == "ours" and c["regime"] == "ext":
+            c["final"] += {0: -0.03, 1: 0.0, 2: 0.006}[c["seed"]]
+    after = _write(tmp_path / "b.json", after_cells)
+    assert compare.main([str(before), str(after)]) == 0
+    out = capsys.readouterr().out
+    # changes -0.03, 0, +0.006: mean -0.008, sample sd 0.0193, s.e. 0.0111
+    assert "final lower by 0.005 or more: ext -0.0080 (s.e. 0.0111; 1 of 3 seeds lower)" in out
+    one = _write(tmp_path / "c.json", [c for c in after_cells if c["seed"] == 0])
+    assert compare.main([str(before), str(one)]) == 0
+    assert "ext -0.0300 (s.e. nan; 1 of 1 seeds lower)" in capsys.readouterr().out
 
 
 def test_compare_reads_two_runners_of_one_file(
