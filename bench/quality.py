@@ -388,8 +388,6 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "built_spare": _set(_pipeline, "built_spare", False),
     # every mastered family keeps the whole mastered cap
     "built_cap": _set(_pipeline, "built_cap", False),
-    # the mastered take a spare share by all the training that built them, not up to a trial
-    "spare_trial": _set(_pipeline, "spare_trial", False),
     # no tier is low enough to stall at (patience's other uses stay)
     "stall": _set(_skill, "_stall_below", float("-inf")),
     # a stalled family takes a spare share as the mastered
@@ -533,8 +531,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_built_spare": {"without": "built_spare"},
     # every mastered family keeps the whole mastered cap, not in proportion to its training
     "no_built_cap": {"without": "built_cap"},
-    # the mastered take a spare share in proportion to all the training that built them
-    "no_spare_trial": {"without": "spare_trial"},
     # a stalled family takes a spare share at a mastered family's rate, not a quarter of it
     "no_stalled_spare": {"without": "stalled_spare"},
     # training moves a belief's variance, not its mean by the family's recent rise

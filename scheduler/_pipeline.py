@@ -69,7 +69,6 @@ class WeightPipeline:
         self.early_stall_cap = _EARLY_STALL_CAP  # uniform shares (ablation: 0, stalled_weight)
         self.built_spare = True  # False: the mastered split a spare share evenly (ablation)
         self.built_cap = True  # False: every mastered family keeps the whole cap (ablation)
-        self.spare_trial = True  # False: the spare share follows all of built (ablation)
         # no family takes more than this share while others can take the rest (fixed)
         self._ceiling = config.skill.max_weight / catalog.n_families
 
@@ -201,23 +200,16 @@ class WeightPipeline:
         split among the families that take it first (0: not one of them). The untried
         out-of-reach and the separate-skill mastered take it evenly, the stalled at
         ``stalled_spare`` of that; a mastered ladder family in proportion
-        to ``built``, the training it took to master, up to a trial's worth as its cap
-        (their mean is 1): practice keeps what training built, and a family that came
-        mastered was built by none. Past a trial, a family that took long to master is
-        worth no more practice than one that took a trial: in proportion to all of it, the
-        families that mastered quickly kept too little against forgetting (dev
-        ``skill_1tier``, whose learners master in a median 30 episodes)."""
+        to ``built``, the training it took to master (its mean over them is 1): practice
+        keeps what training built, and a family that came mastered was built by none."""
         weight = (flags.spare_first() | evidence.separate_mastered()).astype(np.float64)
         weight[flags.stalled()] *= self.stalled_spare
         if built is None or not self.built_spare:
             return weight
         mastered = flags.row("mastered") & (weight > 0)
-        kept = built[mastered]
-        if self.spare_trial:
-            kept = np.minimum(kept, self.config.skill.trial)
-        mean = float(kept.mean()) if mastered.any() else 0.0
+        mean = float(built[mastered].mean()) if mastered.any() else 0.0
         if mean > 0:
-            weight[mastered] = kept / mean
+            weight[mastered] = built[mastered] / mean
         return weight
 
     def _flag_caps(

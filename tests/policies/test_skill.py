@@ -357,9 +357,8 @@ def test_many_episodes_a_batch_of_a_family_learning_bottom_up_do_not_read_as_a_f
 
 def test_built_counts_the_training_before_mastery_and_a_saturated_batch_follows_it() -> None:
     """Episodes count in ``built`` only while the top tier is not mastered; when every
-    family is mastered, the spare share goes by it up to a trial's worth, so a family that
-    came mastered (built by no training) keeps only its cap, a trickle of the mastered
-    cap, and one that took long to master gets no more than one that took a trial."""
+    family is mastered, the spare share goes by it, so a family that came mastered (built
+    by no training) keeps only its cap, a trickle of the mastered cap."""
     cat = _catalog(tiers=2)
     sched = Scheduler(cat, seed=0)
     sk = sched.skill
@@ -371,21 +370,14 @@ def test_built_counts_the_training_before_mastery_and_a_saturated_batch_follows_
     _train(sk, cat, family=1, tier=1, k=12, n=12)  # mastered already: counts for nothing
     assert sk.built[1] == 0
     sk.built[:] = 0.0
-    sk.built[[0, 1, 2]] = [300.0, 100.0, 16.0]  # a trial is 32 episodes
+    sk.built[[0, 1]] = [300.0, 100.0]
     sched.pipeline.invalidate()
     family = sched.weights().family
     cap = sched.config.skill.mastered_weight / cat.n_families
     trickle = cap / sched.config.skill.trial  # built by none: counted as one episode
-    np.testing.assert_allclose(family[3:], trickle)  # mastered with no training: the cap only
-    caps = cap * np.array([1.0, 1.0, 0.5])
-    spare = 1.0 - caps.sum() - (cat.n_families - 3) * trickle
-    # each cap raised by itself times the training that built it up to a trial's worth
-    # (32, 32, 16): 32, 32, 8
-    np.testing.assert_allclose(family[:3], caps + spare * np.array([4.0, 4.0, 1.0]) / 9)
-    sched.pipeline.spare_trial = False  # bench/quality.py's no_spare_trial: all of it
-    sched.pipeline.invalidate()
-    family = sched.weights().family
-    np.testing.assert_allclose(family[:3], caps + spare * np.array([300.0, 100.0, 8.0]) / 408)
+    np.testing.assert_allclose(family[2:], trickle)  # mastered with no training: the cap only
+    spare = 1.0 - 2 * cap - (cat.n_families - 2) * trickle
+    np.testing.assert_allclose(family[:2], cap + spare * np.array([0.75, 0.25]))
     older = {k: v for k, v in sk.state_dict().items() if k != "built"}  # a state from before
     other = SkillModel(cat)
     other.load_state_dict(older)
