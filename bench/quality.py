@@ -430,6 +430,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "shift_readings": _set(_skill, "_shift_readings", 16),
     # a guessable family's probe belief by Newton steps from the prior, as any other's
     "match_moments": _set(_skill, "_match", False),
+    # outcomes read through a grader's floor update a belief by Newton steps
+    "floor_moments": _set(_skill, "_floor_moments", False),
     # the grader is taken to be right: no floor is read from the probes
     "verifier_floor": _set(_skill, "_floor", False),
     # the slope test's information bars and window stay a right grader's whatever the floor

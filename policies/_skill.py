@@ -248,6 +248,9 @@ class SkillModel:
         # whether a probe's readings of a family whose tasks pass by chance update its
         # belief by the posterior's moments (_match_probes); the ablation turns it off
         self._match = True
+        # whether outcomes read through a grader's floor update a belief by the posterior's
+        # moments too, training and probes (_by_moments); the ablation turns it off
+        self._floor_moments = True
         # the top tier's own recent outcomes: mastered where they pass, whatever the belief
         # (policies/_top_tier.py); the ablation turns it off
         self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
@@ -651,7 +654,12 @@ class SkillModel:
             rise = per_episode * per_family
             self.train_mu[families] += rise
             self.probe_mu[families] += rise
-        self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)
+        rows = families[owner]
+        moments = self._by_moments(rows, guessed=False)
+        if moments is None:
+            self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)
+        else:
+            self._update_belief(self.train_mu, self.train_var, rows, tiers, k_arm, n_arm, moments)
         # The slope test scores a batch's outcomes as if they came one by one: the i-th of a
         # family's n against the belief about i/n of the way through the batch's rise.
         # Scored against the belief before the batch, a family given many episodes a step
@@ -706,46 +714,68 @@ class SkillModel:
         passed = scores * items
         self.shortfall.probed(families, touched, owner, tiers, passed, items, step)
         self.top_tier.probed(touched, owner, tiers, passed, items)
-        guessed = self._chance[families] > 0 if self._match else None
-        if guessed is None or not guessed.any():
+        moments = self._by_moments(families, guessed=self._match)
+        if moments is None:
             self._update(self.probe_mu, self.probe_var, touched, owner, tiers, passed, items)
         else:
-            self._match_probes(families, tiers, passed, items, guessed)
+            self._update_belief(
+                self.probe_mu, self.probe_var, families, tiers, passed, items, moments
+            )
         return touched
 
-    def _match_probes(
+    def _by_moments(self, rows: IntArray, *, guessed: bool) -> BoolArray | None:
+        """bool per row of families ``rows``: updated by the posterior's moments, not by
+        Newton steps (``_update_belief``); None where none is. Where a pass can come
+        without the skill the posterior of a low belief has a plateau and, after a pass, a
+        peak far above it: Newton steps climb to the peak and read its curvature as the
+        belief's. Under a grader's floor, every row of training and probes: one pass by a
+        grader's error lifted an impossible family out of reach with its spread halved
+        (dev ``skill_judge`` seed 0: -1.74 +- 1.14 to -0.50 +- 0.48, where the moments
+        say -1.46 +- 1.08), and it took a full share till its belief sank again. With
+        ``guessed`` (probes only), the rows of families whose tasks pass by chance: in
+        training, their moments lowered the area of the guessable regimes (dev seeds
+        0-11: ``skill_chance`` -0.0085, ``ladder_yesno`` -0.0091)."""
+        if self._floor_moments and self.verifier.rate > 0.0:
+            return np.ones(rows.shape[0], dtype=bool)
+        if not guessed:
+            return None
+        result: BoolArray = self._chance[rows] > 0
+        return result if result.any() else None
+
+    def _update_belief(
         self,
-        families: IntArray,
+        mean: FloatArray,
+        var: FloatArray,
+        rows: IntArray,
         tiers: IntArray,
-        passed: FloatArray,
-        items: FloatArray,
-        guessed: BoolArray,
+        k: FloatArray,
+        n: FloatArray,
+        moments: BoolArray,
     ) -> None:
-        """The probe belief's update where some readings are of families whose tasks pass
-        by chance: theirs by the posterior's moments on a grid (``match_moments``: the
-        Newton steps crawl along the plateau that guessing makes), the rest as always."""
+        """One belief's update by counts ``k of n`` at (family ``rows``, ``tiers``): the
+        rows of ``moments`` by the posterior's moments on a grid (``match_moments``), the
+        rest by Newton steps from the prior (``laplace_update``)."""
         n_families = self._catalog.n_families
-        rest = ~guessed
+        rest = ~moments
         if rest.any():
-            touched, owner = distinct(families[rest], n_families)
-            k, n = passed[rest], items[rest]
-            self._update(self.probe_mu, self.probe_var, touched, owner, tiers[rest], k, n)
-        touched, owner = distinct(families[guessed], n_families)
-        mu, var = match_moments(
-            self.probe_mu[touched],
-            self.probe_var[touched],
+            touched, owner = distinct(rows[rest], n_families)
+            self._update(mean, var, touched, owner, tiers[rest], k[rest], n[rest])
+        touched, owner = distinct(rows[moments], n_families)
+        mu, new_var = match_moments(
+            mean[touched],
+            var[touched],
             owner,
-            self._chance[families[guessed]],
-            tiers[guessed].astype(np.float64),
-            passed[guessed],
-            items[guessed],
+            self._chance[rows[moments]],
+            tiers[moments].astype(np.float64),
+            k[moments],
+            n[moments],
             slope=self.config.slope,
             low=-REACH,
             high=self._top[touched] + REACH,
             floor=self.verifier.rate,
         )
-        self.probe_mu[touched] = mu
-        self.probe_var[touched] = var
+        mean[touched] = mu
+        var[touched] = new_var
 
     def _shared_shift(
         self,

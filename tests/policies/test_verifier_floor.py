@@ -209,3 +209,24 @@ def test_a_guessable_familys_slope_is_decided_on_less_information() -> None:
         model.slope_test.terms[3] = 0.4  # slope-slope information
         decided[counted] = not model.slope_undecided().any()
     assert decided == {True: True, False: False}
+
+
+def test_one_pass_by_the_graders_error_does_not_lift_a_family_out_of_reach() -> None:
+    """Under a floor, a low belief's posterior after one pass has a plateau and a peak far
+    above it: Newton steps climbed to the peak (about -0.53, 0.30) and cut the spread; its
+    moments stay low (``SkillModel._by_moments``)."""
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=4, n_tiers=4)
+    beliefs = {}
+    for moments in (True, False):
+        model = SkillModel(cat)
+        model.verifier.add(40.0, 800.0, 100.0, 100.0 * 0.95**8)  # wrong 5 % of the time
+        assert model.verifier.rate == pytest.approx(0.05)
+        model._floor_moments = moments
+        model.train_mu[0], model.train_var[0] = -1.74, 1.3
+        arm = cat.arm_start[0] + np.array([0, 1, 0, 1, 0])
+        model.observe_training(arm, np.array([1.0, 0.0, 0.0, 0.0, 0.0]))
+        beliefs[moments] = (float(model.train_mu[0]), float(model.train_var[0]))
+    mu, var = beliefs[True]
+    assert mu < -1.0 and var > 0.6  # the grid's moments (about -1.23, 0.77)
+    newton_mu, newton_var = beliefs[False]
+    assert newton_mu > -0.8 and newton_var < 0.4, "the failure this guards against no longer shows"
