@@ -12,6 +12,8 @@ belief may take: as far as the evidence says, no further.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
@@ -22,6 +24,11 @@ IntArray = npt.NDArray[np.int64]
 GRID_STEP = 0.125  # tiers between grid points (a belief's sd rarely falls under 0.2)
 _CHUNK = 2048  # families per pass: bounds the [families, grid] work arrays
 _MIN_VAR = 1e-4
+# at most this many (family, pair) counts: beyond it (many distinct chance levels) each
+# row's log-likelihood is gathered and summed per family instead
+_PAIR_CELLS = 1 << 22
+
+Chunks = Callable[[int, int], npt.NDArray[np.float32]]
 
 
 def match_moments(
@@ -44,8 +51,8 @@ def match_moments(
     ``chance + (1 - chance) * sigmoid(slope * (skill - tier))``; the skill on a grid from
     ``low`` to each family's ``high``; a grader wrong ``floor`` of the time either way
     shows ``floor + (1 - 2 floor)`` times that (``VerifierFloor``). The log pass and fail
-    rates are made once per distinct (tier, chance) pair, so a row costs a gather and two
-    multiply-adds."""
+    rates are made once per distinct (tier, chance) pair, and a family's counts are
+    summed per pair, so the rows cost two ``bincount`` passes."""
     m = prior_mu.shape[0]
     grid = np.arange(low, float(high.max()) + GRID_STEP / 2, GRID_STEP)
     # tier + chance / 2 tells the pairs apart: tiers are whole and chance is under 1
@@ -61,20 +68,12 @@ def match_moments(
     log_pass = np.log(np.clip(rate, 1e-12, 1.0)).astype(np.float32)
     log_fail = np.log(np.clip(1.0 - rate, 1e-12, 1.0)).astype(np.float32)
     grid32 = grid.astype(np.float32)
-    order = np.argsort(owner, kind="stable")
-    # each family's first row in ``order``, and one past the last family's last
-    first_row = np.searchsorted(owner[order], np.arange(m + 1))
+    loglik = _by_pairs if m * pairs.shape[0] <= _PAIR_CELLS else _by_rows
+    chunks = loglik(owner, pair_of_row, k, n, log_pass, log_fail, m)
     mean, var = np.empty(m), np.empty(m)
     for start in range(0, m, _CHUNK):
         stop = min(start + _CHUNK, m)
-        rows = order[first_row[start] : first_row[stop]]
-        passed = k[rows, None].astype(np.float32)
-        loglik = passed * log_pass[pair_of_row[rows]]
-        loglik += (n[rows, None].astype(np.float32) - passed) * log_fail[pair_of_row[rows]]
-        if rows.shape[0] == stop - start:  # one row per family: the rows are the sums
-            post = loglik
-        else:
-            post = np.add.reduceat(loglik, first_row[start:stop] - first_row[start], axis=0)
+        post = chunks(start, stop)
         mu0 = prior_mu[start:stop, None].astype(np.float32)
         half_prec = (0.5 / prior_var[start:stop, None]).astype(np.float32)
         post -= half_prec * (grid32[None, :] - mu0) ** 2
@@ -85,3 +84,60 @@ def match_moments(
         mean[start:stop] = weight @ grid
         var[start:stop] = weight @ (grid * grid) - mean[start:stop] ** 2  # in float64
     return mean, np.maximum(var, _MIN_VAR)
+
+
+def _by_pairs(
+    owner: IntArray,
+    pair_of_row: IntArray,
+    k: FloatArray,
+    n: FloatArray,
+    log_pass: npt.NDArray[np.float32],
+    log_fail: npt.NDArray[np.float32],
+    m: int,
+) -> Chunks:
+    """The log-likelihood on the grid of families ``start:stop``: each family's passes and
+    fails summed per (tier, chance) pair, times the pairs' log rates (two products of a
+    [families, pairs] matrix by a [pairs, grid] one, with no [rows, grid] pass)."""
+    n_pairs = log_pass.shape[0]
+    key = owner * n_pairs + pair_of_row
+    shape = (m, n_pairs)
+    passes = np.bincount(key, weights=k, minlength=m * n_pairs).reshape(shape)
+    fails = np.bincount(key, weights=n - k, minlength=m * n_pairs).reshape(shape)
+    passes32, fails32 = passes.astype(np.float32), fails.astype(np.float32)
+
+    def chunk(start: int, stop: int) -> npt.NDArray[np.float32]:
+        post: npt.NDArray[np.float32] = passes32[start:stop] @ log_pass
+        post += fails32[start:stop] @ log_fail
+        return post
+
+    return chunk
+
+
+def _by_rows(
+    owner: IntArray,
+    pair_of_row: IntArray,
+    k: FloatArray,
+    n: FloatArray,
+    log_pass: npt.NDArray[np.float32],
+    log_fail: npt.NDArray[np.float32],
+    m: int,
+) -> Chunks:
+    """As ``_by_pairs``, where the pairs are too many to count per family: each row's
+    log-likelihood gathered and summed per family (``reduceat``)."""
+    order = np.argsort(owner, kind="stable")
+    # each family's first row in ``order``, and one past the last family's last
+    first_row = np.searchsorted(owner[order], np.arange(m + 1))
+
+    def chunk(start: int, stop: int) -> npt.NDArray[np.float32]:
+        rows = order[first_row[start] : first_row[stop]]
+        passed = k[rows, None].astype(np.float32)
+        loglik = passed * log_pass[pair_of_row[rows]]
+        loglik += (n[rows, None].astype(np.float32) - passed) * log_fail[pair_of_row[rows]]
+        if rows.shape[0] == stop - start:  # one row per family: the rows are the sums
+            return loglik
+        summed: npt.NDArray[np.float32] = np.add.reduceat(
+            loglik, first_row[start:stop] - first_row[start], axis=0
+        )
+        return summed
+
+    return chunk

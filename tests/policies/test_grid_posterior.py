@@ -81,3 +81,26 @@ def test_families_past_a_chunk_get_the_same_moments(monkeypatch: pytest.MonkeyPa
     chunked = match_moments(*args, **kwargs)
     np.testing.assert_allclose(whole[0], chunked[0], atol=1e-6)
     np.testing.assert_allclose(whole[1], chunked[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk", [2048, 7])
+def test_counts_per_pair_and_rows_gathered_give_the_same_moments(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """Where the (tier, chance) pairs are too many to count per family, each row's
+    log-likelihood is gathered instead: the same moments, with many chance levels too."""
+    rng = np.random.default_rng(5)
+    m, rows = 40, 130
+    args = (
+        rng.normal(0.0, 1.0, m), rng.uniform(0.2, 4.0, m),
+        np.concatenate([np.arange(m), rng.integers(0, m, rows - m)]),  # each family read
+        rng.choice([0.0, 0.25, 0.5, 0.1], rows), rng.integers(0, 4, rows).astype(float),
+        rng.integers(0, 9, rows).astype(float), np.full(rows, 8.0),
+    )  # fmt: skip
+    kwargs = {"slope": 3.0, "low": -3.0, "high": np.full(m, 6.0), "floor": 0.05}
+    monkeypatch.setattr(_grid_posterior, "_CHUNK", chunk)
+    by_pairs = match_moments(*args, **kwargs)
+    monkeypatch.setattr(_grid_posterior, "_PAIR_CELLS", 0)
+    by_rows = match_moments(*args, **kwargs)
+    np.testing.assert_allclose(by_pairs[0], by_rows[0], atol=1e-5)
+    np.testing.assert_allclose(by_pairs[1], by_rows[1], atol=1e-5)
