@@ -13,6 +13,7 @@ belief may take: as far as the evidence says, no further.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +30,19 @@ _MIN_VAR = 1e-4
 _PAIR_CELLS = 1 << 22
 
 Chunks = Callable[[int, int], npt.NDArray[np.float32]]
+
+
+class _Rows(NamedTuple):
+    """A call's rows (family ``owner``, its (tier, chance) pair, counts ``k of n``) and the
+    pairs' log pass and fail rates on the grid, for ``m`` families."""
+
+    owner: IntArray
+    pair_of_row: IntArray
+    k: FloatArray
+    n: FloatArray
+    log_pass: npt.NDArray[np.float32]
+    log_fail: npt.NDArray[np.float32]
+    m: int
 
 
 def match_moments(
@@ -69,7 +83,7 @@ def match_moments(
     log_fail = np.log(np.clip(1.0 - rate, 1e-12, 1.0)).astype(np.float32)
     grid32 = grid.astype(np.float32)
     loglik = _by_pairs if m * pairs.shape[0] <= _PAIR_CELLS else _by_rows
-    chunks = loglik(owner, pair_of_row, k, n, log_pass, log_fail, m)
+    chunks = loglik(_Rows(owner, pair_of_row, k, n, log_pass, log_fail, m))
     mean, var = np.empty(m), np.empty(m)
     for start in range(0, m, _CHUNK):
         stop = min(start + _CHUNK, m)
@@ -86,54 +100,39 @@ def match_moments(
     return mean, np.maximum(var, _MIN_VAR)
 
 
-def _by_pairs(
-    owner: IntArray,
-    pair_of_row: IntArray,
-    k: FloatArray,
-    n: FloatArray,
-    log_pass: npt.NDArray[np.float32],
-    log_fail: npt.NDArray[np.float32],
-    m: int,
-) -> Chunks:
+def _by_pairs(rows: _Rows) -> Chunks:
     """The log-likelihood on the grid of families ``start:stop``: each family's passes and
     fails summed per (tier, chance) pair, times the pairs' log rates (two products of a
     [families, pairs] matrix by a [pairs, grid] one, with no [rows, grid] pass)."""
-    n_pairs = log_pass.shape[0]
-    key = owner * n_pairs + pair_of_row
+    m, n_pairs = rows.m, rows.log_pass.shape[0]
+    key = rows.owner * n_pairs + rows.pair_of_row
     shape = (m, n_pairs)
-    passes = np.bincount(key, weights=k, minlength=m * n_pairs).reshape(shape)
-    fails = np.bincount(key, weights=n - k, minlength=m * n_pairs).reshape(shape)
+    passes = np.bincount(key, weights=rows.k, minlength=m * n_pairs).reshape(shape)
+    fails = np.bincount(key, weights=rows.n - rows.k, minlength=m * n_pairs).reshape(shape)
     passes32, fails32 = passes.astype(np.float32), fails.astype(np.float32)
 
     def chunk(start: int, stop: int) -> npt.NDArray[np.float32]:
-        post: npt.NDArray[np.float32] = passes32[start:stop] @ log_pass
-        post += fails32[start:stop] @ log_fail
+        post: npt.NDArray[np.float32] = passes32[start:stop] @ rows.log_pass
+        post += fails32[start:stop] @ rows.log_fail
         return post
 
     return chunk
 
 
-def _by_rows(
-    owner: IntArray,
-    pair_of_row: IntArray,
-    k: FloatArray,
-    n: FloatArray,
-    log_pass: npt.NDArray[np.float32],
-    log_fail: npt.NDArray[np.float32],
-    m: int,
-) -> Chunks:
+def _by_rows(rows: _Rows) -> Chunks:
     """As ``_by_pairs``, where the pairs are too many to count per family: each row's
     log-likelihood gathered and summed per family (``reduceat``)."""
-    order = np.argsort(owner, kind="stable")
+    order = np.argsort(rows.owner, kind="stable")
     # each family's first row in ``order``, and one past the last family's last
-    first_row = np.searchsorted(owner[order], np.arange(m + 1))
+    first_row = np.searchsorted(rows.owner[order], np.arange(rows.m + 1))
 
     def chunk(start: int, stop: int) -> npt.NDArray[np.float32]:
-        rows = order[first_row[start] : first_row[stop]]
-        passed = k[rows, None].astype(np.float32)
-        loglik = passed * log_pass[pair_of_row[rows]]
-        loglik += (n[rows, None].astype(np.float32) - passed) * log_fail[pair_of_row[rows]]
-        if rows.shape[0] == stop - start:  # one row per family: the rows are the sums
+        pick = order[first_row[start] : first_row[stop]]
+        passed = rows.k[pick, None].astype(np.float32)
+        pair = rows.pair_of_row[pick]
+        loglik = passed * rows.log_pass[pair]
+        loglik += (rows.n[pick, None].astype(np.float32) - passed) * rows.log_fail[pair]
+        if pick.shape[0] == stop - start:  # one row per family: the rows are the sums
             return loglik
         summed: npt.NDArray[np.float32] = np.add.reduceat(
             loglik, first_row[start:stop] - first_row[start], axis=0
