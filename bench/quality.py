@@ -432,8 +432,6 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "match_moments": _set(_skill, "_match", False),
     # outcomes read through a grader's floor update a belief by Newton steps
     "floor_moments": _set(_skill, "_floor_moments", False),
-    # the floor is read at tier 0 too
-    "floor_above": _set(_skill, "_floor_above", False),
     # the grader is taken to be right: no floor is read from the probes
     "verifier_floor": _set(_skill, "_floor", False),
     # the slope test's information bars and window stay a right grader's whatever the floor

@@ -251,9 +251,6 @@ class SkillModel:
         # whether outcomes read through a grader's floor update a belief by the posterior's
         # moments too, training and probes (_by_moments); the ablation turns it off
         self._floor_moments = True
-        # whether the floor is read at tiers above 0 only (_read_floor); the ablation
-        # turns it off
-        self._floor_above = True
         # the top tier's own recent outcomes: mastered where they pass, whatever the belief
         # (policies/_top_tier.py); the ablation turns it off
         self.top_tier = TopTierCounts(catalog, cfg.mastered_at)
@@ -703,7 +700,7 @@ class SkillModel:
         items = n.astype(np.float64)
         fails, passes, mu = self._sure(families, tiers)  # read once for the three below
         if self._floor and (
-            self._read_floor(fails, families, tiers, scores, items)
+            self._read_floor(fails, families, scores, items)
             | self._confirm_floor(passes, families, scores, items)
         ):
             self.top_tier.set_floor(self.verifier.rate)
@@ -804,12 +801,7 @@ class SkillModel:
         return max(float(np.median(scores[fails] - expected)), 0.0)
 
     def _read_floor(
-        self,
-        fails: BoolArray,
-        families: IntArray,
-        tiers: IntArray,
-        scores: FloatArray,
-        items: FloatArray,
+        self, fails: BoolArray, families: IntArray, scores: FloatArray, items: FloatArray
     ) -> bool:
         """Pool a probe call's readings at tiers that surely fail, of families whose tasks
         do not pass by chance (``VerifierFloor``); True where the floor changed. Their
@@ -817,16 +809,10 @@ class SkillModel:
         plateau guessing makes lifts them as well (the held-out regimes at chance 0.25
         read a floor with no grader's errors: `group_mc` final -0.029). Readings past half
         are a belief that is wrong, not a grader (a family mastered before its probes
-        showed it). Nor readings at tier 0: a family that surely fails there is a slow
-        starter as often as a lost cause, and its first passes are learning (families of
-        one tier read a floor of 0.07 to 0.10 with none, dev ``skill_1tier``, and under it
-        every outcome moved the belief by its moments: final -0.0021). ``fails``:
-        ``_sure``'s."""
+        showed it). ``fails``: ``_sure``'s."""
         if not self.verifier.reading:
             return False
         fails = fails & (self._chance[families] == 0.0) & (scores <= 0.5)
-        if self._floor_above:
-            fails &= tiers > 0
         passed = scores[fails] * items[fails]
         none = float(np.count_nonzero(passed < 0.5))
         return self.verifier.add(float(passed.sum()), float(items[fails].sum()), fails.sum(), none)

@@ -230,26 +230,3 @@ def test_one_pass_by_the_graders_error_does_not_lift_a_family_out_of_reach() -> 
     assert mu < -1.0 and var > 0.6  # the grid's moments (about -1.23, 0.77)
     newton_mu, newton_var = beliefs[False]
     assert newton_mu > -0.8 and newton_var < 0.4, "the failure this guards against no longer shows"
-
-
-def test_the_floor_is_not_read_at_tier_0() -> None:
-    """At tier 0 a family that surely fails is a slow starter as often as a lost cause,
-    and its first passes are learning, not a grader's errors (dev ``skill_1tier`` read a
-    floor of 0.07 to 0.10 there with none, from step 10 to 90-140): readings at tier 0 are
-    left out, where readings of the same rate at a tier above it are a grader's."""
-    rng = np.random.default_rng(2)
-    rates = {}
-    for tiers, above in ((1, True), (4, True), (1, False)):
-        cat = Catalog.synthetic(n_domains=1, families_per_domain=40, n_tiers=tiers)
-        model = SkillModel(cat)
-        model._floor_above = above
-        families = np.arange(cat.n_families)
-        model.observe_training(np.repeat(cat.arm_start[families], 40), np.zeros(40 * 40))
-        top = (cat.n_tiers - 1).astype(np.int64)
-        for step in range(3):
-            scores = rng.binomial(8, np.full(cat.n_families, 0.1)) / 8.0
-            model.observe_probes(families, top, scores, np.full(cat.n_families, 8), step=step)
-        rates[tiers, above] = model.verifier.rate
-    assert rates[1, True] == 0.0
-    assert rates[4, True] == pytest.approx(0.1, abs=0.04)
-    assert rates[1, False] == pytest.approx(0.1, abs=0.04), "the failure this guards against"
