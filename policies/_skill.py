@@ -246,7 +246,7 @@ class SkillModel:
         # passed reads none (_unshifted); the ablation turns it off
         self._shift_residue = True
         # whether a probe's readings of a family whose tasks pass by chance update its
-        # belief by the posterior's moments (_match_probes); the ablation turns it off
+        # belief by the posterior's moments (_by_moments); the ablation turns it off
         self._match = True
         # whether outcomes read through a grader's floor update a belief by the posterior's
         # moments too, training and probes (_by_moments); the ablation turns it off
