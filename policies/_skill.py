@@ -654,12 +654,10 @@ class SkillModel:
             rise = per_episode * per_family
             self.train_mu[families] += rise
             self.probe_mu[families] += rise
-        rows = families[owner]
-        moments = self._by_moments(rows, guessed=False)
-        if moments is None:
-            self._update(self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm)
-        else:
-            self._update_belief(self.train_mu, self.train_var, rows, tiers, k_arm, n_arm, moments)
+        moments = self._by_moments(families, owner, guessed=False)
+        self._update_belief(
+            self.train_mu, self.train_var, families, owner, tiers, k_arm, n_arm, moments
+        )
         # The slope test scores a batch's outcomes as if they came one by one: the i-th of a
         # family's n against the belief about i/n of the way through the batch's rise.
         # Scored against the belief before the batch, a family given many episodes a step
@@ -714,18 +712,17 @@ class SkillModel:
         passed = scores * items
         self.shortfall.probed(families, touched, owner, tiers, passed, items, step)
         self.top_tier.probed(touched, owner, tiers, passed, items)
-        moments = self._by_moments(families, guessed=self._match)
-        if moments is None:
-            self._update(self.probe_mu, self.probe_var, touched, owner, tiers, passed, items)
-        else:
-            self._update_belief(
-                self.probe_mu, self.probe_var, families, tiers, passed, items, moments
-            )
+        moments = self._by_moments(touched, owner, guessed=self._match)
+        self._update_belief(
+            self.probe_mu, self.probe_var, touched, owner, tiers, passed, items, moments
+        )
         return touched
 
-    def _by_moments(self, rows: IntArray, *, guessed: bool) -> BoolArray | None:
-        """bool per row of families ``rows``: updated by the posterior's moments, not by
-        Newton steps (``_update_belief``); None where none is. Where a pass can come
+    def _by_moments(
+        self, families: IntArray, owner: IntArray, *, guessed: bool
+    ) -> BoolArray | None:
+        """bool per row (of family ``families[owner]``): updated by the posterior's moments,
+        not by Newton steps (``_update_belief``); None where none is. Where a pass can come
         without the skill the posterior of a low belief has a plateau and, after a pass, a
         peak far above it: Newton steps climb to the peak and read its curvature as the
         belief's. Under a grader's floor, every row of training and probes: one pass by a
@@ -736,46 +733,66 @@ class SkillModel:
         training, their moments lowered the area of the guessable regimes (dev seeds
         0-11: ``skill_chance`` -0.0085, ``ladder_yesno`` -0.0091)."""
         if self._floor_moments and self.verifier.rate > 0.0:
-            return np.ones(rows.shape[0], dtype=bool)
+            return np.ones(owner.shape[0], dtype=bool)
         if not guessed:
             return None
-        result: BoolArray = self._chance[rows] > 0
+        result: BoolArray = self._chance[families][owner] > 0
         return result if result.any() else None
 
     def _update_belief(
         self,
         mean: FloatArray,
         var: FloatArray,
-        rows: IntArray,
+        families: IntArray,
+        owner: IntArray,
         tiers: IntArray,
         k: FloatArray,
         n: FloatArray,
-        moments: BoolArray,
+        moments: BoolArray | None,
     ) -> None:
-        """One belief's update by counts ``k of n`` at (family ``rows``, ``tiers``): the
-        rows of ``moments`` by the posterior's moments on a grid (``match_moments``), the
-        rest by Newton steps from the prior (``laplace_update``)."""
-        n_families = self._catalog.n_families
-        rest = ~moments
-        if rest.any():
-            touched, owner = distinct(rows[rest], n_families)
-            self._update(mean, var, touched, owner, tiers[rest], k[rest], n[rest])
-        touched, owner = distinct(rows[moments], n_families)
+        """One belief's update by counts ``k of n`` at (family ``families[owner]``,
+        ``tiers``): the rows of ``moments`` by the posterior's moments on a grid
+        (``_update_by_moments``), the rest by Newton steps from the prior (``_update``).
+        Where every row goes one way, the families and owners given are used as they
+        are."""
+        if moments is None:
+            self._update(mean, var, families, owner, tiers, k, n)
+            return
+        if moments.all():
+            self._update_by_moments(mean, var, families, owner, tiers, k, n)
+            return
+        rows = families[owner]
+        for pick, update in ((~moments, self._update), (moments, self._update_by_moments)):
+            touched, own = distinct(rows[pick], self._catalog.n_families)
+            update(mean, var, touched, own, tiers[pick], k[pick], n[pick])
+
+    def _update_by_moments(
+        self,
+        mean: FloatArray,
+        var: FloatArray,
+        families: IntArray,
+        owner: IntArray,
+        tiers: IntArray,
+        k: FloatArray,
+        n: FloatArray,
+    ) -> None:
+        """Update of one belief by the posterior's moments on a grid (``match_moments``),
+        as ``_update`` by Newton steps."""
         mu, new_var = match_moments(
-            mean[touched],
-            var[touched],
+            mean[families],
+            var[families],
             owner,
-            self._chance[rows[moments]],
-            tiers[moments].astype(np.float64),
-            k[moments],
-            n[moments],
+            self._chance[families[owner]],
+            tiers.astype(np.float64),
+            k,
+            n,
             slope=self.config.slope,
             low=-REACH,
-            high=self._top[touched] + REACH,
+            high=self._top[families] + REACH,
             floor=self.verifier.rate,
         )
-        mean[touched] = mu
-        var[touched] = new_var
+        mean[families] = mu
+        var[families] = new_var
 
     def _shared_shift(
         self,
