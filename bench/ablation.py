@@ -47,7 +47,7 @@ def rows(path: str, moved: float) -> list[list[str]]:
             means = split_mean(delta, split)
             for metric, scale, fmt in _COLUMNS:
                 row.append(format(scale * means[metric], fmt) if means else "nan")
-            group = [d for _, s, _, d, _ in delta if s == split]
+            group = [r.delta for r in delta if r.split == split]
             worse = sum(d["final"] <= -moved for d in group)
             better = sum(d["final"] >= moved for d in group)
             counts.append(f"{worse}/{better} of {len(group)}")

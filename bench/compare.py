@@ -21,6 +21,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from _cells import (
     METRICS,
@@ -67,7 +68,9 @@ def changes(a: Side, b: Side) -> list[Change]:
         before = mean_over(a.cells, regime.name, a.runner, seeds)
         after = mean_over(b.cells, regime.name, b.runner, seeds)
         delta = {m: after[m] - before[m] for m in METRICS}
-        out.append((regime.name, regime.split, len(seeds), delta, paired(a, b, regime.name, seeds)))
+        out.append(
+            Change(regime.name, regime.split, len(seeds), delta, paired(a, b, regime.name, seeds))
+        )
     if not out:
         raise BenchError(f"{a.label} and {b.label} share no regime and seed")
     return out
@@ -94,14 +97,20 @@ def paired(a: Side, b: Side, regime: str, seeds: Sequence[int]) -> Paired:
     return Paired(se, sum(d < 0 for d in diffs))
 
 
-# regime, split, seeds shared, B less A, the change in final seed by seed
-Change = tuple[str, str, int, dict[str, float], Paired]
+class Change(NamedTuple):
+    """One regime's change from A to B."""
+
+    regime: str
+    split: str
+    seeds: int  # seeds both sides hold
+    delta: dict[str, float]  # each metric's mean, B less A
+    paired: Paired  # the change in final seed by seed
 
 
 def split_mean(rows: Sequence[Change], split: str) -> dict[str, float] | None:
     """Each metric's change averaged over the regimes of ``split`` ("all": every regime);
     None where the split has none."""
-    group = [d for _, s, _, d, _ in rows if split in ("all", s)]
+    group = [r.delta for r in rows if split in ("all", r.split)]
     if not group:
         return None
     return {m: sum(d[m] for d in group) / len(group) for m in METRICS}
@@ -114,20 +123,21 @@ def render(rows: Sequence[Change], worse: float) -> str:
 
     header = ["regime", "split", "seeds", *[f"Δ {m}" for m in METRICS]]
     table = [
-        [name, split, str(n), *[fmt(m, d[m]) for m in METRICS]] for name, split, n, d, _ in rows
+        [r.regime, r.split, str(r.seeds), *[fmt(m, r.delta[m]) for m in METRICS]] for r in rows
     ]
     for split in ("dev", "held", "all"):
         means = split_mean(rows, split)
-        if means is not None and not (split == "all" and len({r[1] for r in rows}) == 1):
-            count = sum(split in ("all", r[1]) for r in rows)
+        if means is not None and not (split == "all" and len({r.split for r in rows}) == 1):
+            count = sum(split in ("all", r.split) for r in rows)
             table.append(
                 [f"**mean, {split}**", "", str(count), *[fmt(m, means[m]) for m in METRICS]]
             )
     lines = [markdown_table(header, table), "", "waste and hack2 in points of a percent"]
     fell = [
-        f"{name} {d['final']:+.4f} (s.e. {p.se:.4f}; {p.lower} of {n} seeds lower)"
-        for name, _, n, d, p in rows
-        if d["final"] <= -worse
+        f"{r.regime} {r.delta['final']:+.4f} (s.e. {r.paired.se:.4f};"
+        f" {r.paired.lower} of {r.seeds} seeds lower)"
+        for r in rows
+        if r.delta["final"] <= -worse
     ]
     lines.append(f"final lower by {worse} or more: {', '.join(fell) if fell else 'none'}")
     return "\n".join(lines)
