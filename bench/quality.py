@@ -580,6 +580,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the flatness test's information bars and window stay an unguessable outcome's for a
     # family whose tasks pass by chance
     "no_chance_info": {"without": "chance_info"},
+    # under a grader's floor, outcomes move a belief by Newton steps, not the grid's moments
+    "no_floor_moments": {"without": "floor_moments"},
 }
 
 
