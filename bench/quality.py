@@ -430,8 +430,6 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "shift_readings": _set(_skill, "_shift_readings", 16),
     # a guessable family's probe belief by Newton steps from the prior, as any other's
     "match_moments": _set(_skill, "_match", False),
-    # an out-of-reach family keeps its contrast draws
-    "contrast_in_reach": _set(_skill, "_contrast_in_reach", False),
     # outcomes read through a grader's floor update a belief by Newton steps
     "floor_moments": _set(_skill, "_floor_moments", False),
     # the grader is taken to be right: no floor is read from the probes
@@ -584,8 +582,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_chance_info": {"without": "chance_info"},
     # under a grader's floor, outcomes move a belief by Newton steps, not the grid's moments
     "no_floor_moments": {"without": "floor_moments"},
-    # a family out of reach sends contrast draws beside its tier while its slope is undecided
-    "no_contrast_in_reach": {"without": "contrast_in_reach"},
 }
 
 

@@ -235,9 +235,6 @@ class SkillModel:
         # whether an untried out-of-reach family takes a spare share (on_trial); the
         # ablation turns it off
         self._reach_trial = True
-        # whether contrast draws stop where a family is out of reach (contrasting()); the
-        # ablation turns it off
-        self._contrast_in_reach = True
         # whether a probe call's shared shift is taken off its readings (observe_probes);
         # the ablation turns it off
         self._shift = True
@@ -347,9 +344,8 @@ class SkillModel:
     def draw_tiers(self, families: IntArray, rng: np.random.Generator) -> IntArray:
         """A tier for each task: sample the skill from the belief with its spread halved
         (a tempered Thompson draw), take the tier nearest target; a ``contrast`` share of
-        the tasks of a family whose slope is still undecided and that is in reach
-        (``contrasting``) go one tier below it (above at tier 0), so the flatness test gets
-        evidence. Those of a family that reads flat
+        the tasks of a family whose slope is still undecided go one tier below it (above
+        at tier 0), so the flatness test gets evidence. Those of a family that reads flat
         but whose top-tier probes fail where its easier tiers pass (``under_top``) go to
         its top tier instead: a learner fails there in training too, and a hack passes."""
         mu, var = self.belief_at(families)
@@ -358,8 +354,8 @@ class SkillModel:
         tier = self._tier_for(theta, families)
         if self.config.contrast > 0:
             z, info = self._slope_z(families)
-            contrasting = self._contrasting(z, info, families)
-            side = contrasting & (rng.random(families.shape[0]) < self.config.contrast)
+            undecided = self._undecided(z, info, families)
+            side = undecided & (rng.random(families.shape[0]) < self.config.contrast)
             top = self._top[families].astype(np.int64)
             beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
             beside = np.where(self._to_top(z, info, families), top, beside)
@@ -448,22 +444,6 @@ class SkillModel:
         test crept toward ``flat_z`` for a hundred steps while it took a full share."""
         z, info = self._slope_z(families)
         return self._undecided(z, info, families)
-
-    def contrasting(self) -> BoolArray:
-        """bool [n_families]: the families that send ``contrast`` of their draws beside
-        their tier: the slope undecided (``slope_undecided``), and not out of reach. Where
-        tier 0 surely fails, the tier above fails too: a draw there tells the slope test
-        nothing and, for a learner that builds a tier on the one below, teaches nothing
-        (bench ``ext`` seed 1: a fifth of the slow starters' trial went there)."""
-        z, info = self._slope_z()
-        return self._contrasting(z, info, None)
-
-    def _contrasting(self, z: FloatArray, info: FloatArray, families: IntArray | None) -> BoolArray:
-        result = self._undecided(z, info, families)
-        if self._contrast_in_reach:
-            reach = self.out_of_reach()
-            result &= ~(reach if families is None else reach[families])
-        return result
 
     def _undecided(
         self, z: FloatArray, info: FloatArray, families: IntArray | None = None

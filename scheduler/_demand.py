@@ -165,8 +165,8 @@ def _skill_split(catalog: Catalog, skill: SkillModel) -> FloatArray:
     N(mu, (draw_spread * sd)^2) and takes the tier nearest the target pass rate,
     clip(rint(theta - offset), 0, top): tier t holds theta - offset in [t - 1/2, t + 1/2),
     and the end tiers hold the tails; then a ``contrast`` share of a family whose slope is
-    undecided and that is in reach (``contrasting``) moves one tier down (up from tier 0),
-    or to its top tier where ``contrast_to_top`` says so. tests/scheduler/test_demand.py checks this
+    undecided moves one tier down (up from tier 0), or to its top tier where
+    ``contrast_to_top`` says so. tests/scheduler/test_demand.py checks this
     against real draws, so a change to the draw that is not mirrored here fails there."""
     mu, var = skill.belief()
     cfg = skill.config
@@ -178,8 +178,8 @@ def _skill_split(catalog: Catalog, skill: SkillModel) -> FloatArray:
     high = np.where(tier == top, np.inf, tier + 0.5)
     split: FloatArray = ndtr((high + offset - mu[fam]) / sd) - ndtr((low + offset - mu[fam]) / sd)
     contrast = float(getattr(cfg, "contrast", 0.0))
-    if contrast > 0:  # a contrasting family's share goes beside the tier drawn
-        undecided = skill.contrasting()
+    if contrast > 0:  # an undecided family's contrast share goes beside the tier drawn
+        undecided = skill.slope_undecided()
         beside = np.where(tier > 0, tier - 1, np.minimum(tier + 1, top))
         beside = np.where(skill.contrast_to_top()[fam], top, beside)
         moved = np.zeros_like(split)

@@ -705,25 +705,6 @@ def test_such_a_family_sends_its_contrast_draws_to_its_top_tier() -> None:
     assert at_top == pytest.approx(model.config.contrast + (without == 3).mean(), abs=0.03)
 
 
-def test_a_family_out_of_reach_sends_no_contrast_draws() -> None:
-    """Where tier 0 surely fails, so does the tier above: a draw there tells the slope
-    nothing, and a learner that builds each tier on the one below learns nothing there.
-    Its slope is still undecided; without the rule a fifth of its draws go to tier 1."""
-    cat = _catalog()
-    model = SkillModel(cat)
-    _train(model, cat, family=0, tier=0, k=0, n=30)  # tier 0 fails throughout
-    _train(model, cat, family=1, tier=0, k=15, n=30)  # tier 0 passes half the time
-    assert model.out_of_reach()[:2].tolist() == [True, False]
-    assert model.slope_undecided()[:2].tolist() == [True, True]
-    assert model.contrasting()[:2].tolist() == [False, True]
-    family = np.zeros(4000, dtype=np.int64)
-    assert (model.draw_tiers(family, np.random.default_rng(0)) == 0).all()
-    model._contrast_in_reach = False  # bench/quality.py's no_contrast_in_reach
-    assert model.contrasting()[0]
-    at_one = (model.draw_tiers(family, np.random.default_rng(0)) == 1).mean()
-    assert at_one == pytest.approx(model.config.contrast, abs=0.03)
-
-
 def _wide(families: int = 40) -> Catalog:
     return Catalog.synthetic(n_domains=4, families_per_domain=families // 4, n_tiers=4)
 
