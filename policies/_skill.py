@@ -151,10 +151,21 @@ _STALL_BELOW = 1.0
 # (waste -2.5 against -5.5 points)
 _STALL_SPAN = 1.0
 # readings of a probe call at tiers the belief says surely fail, at least this many, before
-# their median reading above the belief is taken for a shift the whole call shares (late in
-# a run few families surely fail their top tier: 16 left a drifting evaluator's lift
-# unread there, and it read as skill)
-_SHIFT_READINGS = 8
+# their median reading above the belief is taken for a shift the whole call shares (8 was
+# tried from 2026-12-06 and removed after the ablation on seeds 3300-3302: it moved only
+# group_judge_asked, whose waste it held 0.9 points down)
+_SHIFT_READINGS = 16
+
+
+def _unshifted(scores: FloatArray, shift: float) -> FloatArray:
+    """Readings less a lift of ``shift``. A reading at 1 may have been clipped there: all
+    it says is a rate between 1 - shift and 1, and it is taken at the middle of that (at
+    1 - shift, the mastered read as learning and kept their share: dev `ladder_drift`
+    0.883 final against 0.885, p10 0.609 against 0.706)."""
+    lowered: FloatArray = np.where(
+        scores >= 1.0, 1.0 - 0.5 * shift, np.clip(scores - shift, 0.0, 1.0)
+    )
+    return lowered
 
 
 def distinct(values: IntArray, bound: int) -> tuple[IntArray, IntArray]:
@@ -239,12 +250,6 @@ class SkillModel:
         # the ablation turns it off
         self._shift = True
         self.last_shift = 0.0  # the shift taken off the latest probe call's readings
-        # readings of a probe call at least this many before its shift is read
-        # (_shared_shift); the ablation sets 16
-        self._shift_readings = _SHIFT_READINGS
-        # whether a reading the shift was taken off that is left with under half an item
-        # passed reads none (_unshifted); the ablation turns it off
-        self._shift_residue = True
         # whether a probe's readings of a family whose tasks pass by chance update its
         # belief by the posterior's moments (_by_moments); the ablation turns it off
         self._match = True
@@ -706,7 +711,7 @@ class SkillModel:
             self._shared_shift(fails, mu, families, tiers, scores) if self._shift else 0.0
         )
         if self.last_shift > 0.0:
-            scores = self._unshifted(scores, self.last_shift, items)
+            scores = _unshifted(scores, self.last_shift)
         self._changed()
         touched, owner = distinct(families, self._catalog.n_families)
         passed = scores * items
@@ -810,7 +815,7 @@ class SkillModel:
         test's: the tier's pass rate at ``confidence`` sds above the belief is under
         ``reach_floor``. Only a rise is read: a fall shows where a tier surely passes,
         which forgetting also does. ``fails`` and ``mu``: ``_sure``'s."""
-        if np.count_nonzero(fails) < self._shift_readings:
+        if np.count_nonzero(fails) < _SHIFT_READINGS:
             return 0.0
         chance = self._chance[families][fails]
         q = expit(self.config.slope * (mu[fails] - tiers[fails]))
@@ -857,22 +862,6 @@ class SkillModel:
         fails: BoolArray = expit(cfg.slope * (mu + spread - tiers)) < cfg.reach_floor
         passes: BoolArray = expit(cfg.slope * (mu - spread - tiers)) > 1.0 - cfg.reach_floor
         return fails, passes, mu
-
-    def _unshifted(self, scores: FloatArray, shift: float, items: FloatArray) -> FloatArray:
-        """Readings of ``items`` items less a lift of ``shift``. A reading at 1 may have
-        been clipped there: all it says is a rate between 1 - shift and 1, and it is taken
-        at the middle of that (at 1 - shift, the mastered read as learning and kept their
-        share: dev `ladder_drift` 0.883 final against 0.885, p10 0.609 against 0.706). A
-        reading left with under half an item passed reads none: that residue is the
-        shift's error, not a pass, and at a tier far above a family's skill the logistic's
-        tail reads a hundredth of an item as a tier of skill (an impossible family's
-        belief rose out of reach that way under a drifting evaluator)."""
-        lowered: FloatArray = np.where(
-            scores >= 1.0, 1.0 - 0.5 * shift, np.clip(scores - shift, 0.0, 1.0)
-        )
-        if self._shift_residue:
-            lowered[lowered * items < 0.5] = 0.0
-        return lowered
 
     def _update(
         self,
