@@ -398,6 +398,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "reach_trial": _set(_skill, "_reach_trial", False),
     # a probe call's readings are taken as they come
     "shared_shift": _set(_skill, "_shift", False),
+    # a probe call's shift is read from 16 surely failing readings or more, as before
+    "shift_readings": _set(_skill, "_shift_readings", 16),
     # a guessable family's stall is judged over patience's episodes, as any other's
     "stall_window": _set(_skill, "_stall_span", 0.0),
     # a family of one tier is judged for a stall only after patience's episodes
@@ -547,6 +549,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_reach_trial": {"without": "reach_trial"},
     # a probe call's readings are taken as they come, not less the shift they share
     "no_shared_shift": {"without": "shared_shift"},
+    # the shift is read only where 16 readings or more surely fail, as before
+    "no_shift_readings": {"without": "shift_readings"},
     # a guessable family's probe belief by Newton steps from the prior (the plateau)
     "no_match_moments": {"without": "match_moments"},
     "no_suspect_contrast": {"without": "suspect_contrast"},

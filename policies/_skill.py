@@ -151,10 +151,11 @@ _STALL_BELOW = 1.0
 # (waste -2.5 against -5.5 points)
 _STALL_SPAN = 1.0
 # readings of a probe call at tiers the belief says surely fail, at least this many, before
-# their median reading above the belief is taken for a shift the whole call shares (8 was
-# tried from 2026-12-06 and removed after the ablation on seeds 3300-3302: it moved only
-# group_judge_asked, whose waste it held 0.9 points down)
-_SHIFT_READINGS = 16
+# their median reading above the belief is taken for a shift the whole call shares (late in
+# a run few families surely fail their top tier: 16 left a drifting evaluator's lift
+# unread there, and it read as skill; with 16 and no residue rule, fresh seeds 3400-3405
+# read skill_drift -0.016 final and +2.7 points of waste)
+_SHIFT_READINGS = 8
 
 
 def _unshifted(scores: FloatArray, shift: float) -> FloatArray:
@@ -250,6 +251,9 @@ class SkillModel:
         # the ablation turns it off
         self._shift = True
         self.last_shift = 0.0  # the shift taken off the latest probe call's readings
+        # readings of a probe call at least this many before its shift is read
+        # (_shared_shift); the ablation sets 16
+        self._shift_readings = _SHIFT_READINGS
         # whether a probe's readings of a family whose tasks pass by chance update its
         # belief by the posterior's moments (_by_moments); the ablation turns it off
         self._match = True
@@ -815,7 +819,7 @@ class SkillModel:
         test's: the tier's pass rate at ``confidence`` sds above the belief is under
         ``reach_floor``. Only a rise is read: a fall shows where a tier surely passes,
         which forgetting also does. ``fails`` and ``mu``: ``_sure``'s."""
-        if np.count_nonzero(fails) < _SHIFT_READINGS:
+        if np.count_nonzero(fails) < self._shift_readings:
             return 0.0
         chance = self._chance[families][fails]
         q = expit(self.config.slope * (mu[fails] - tiers[fails]))
