@@ -398,8 +398,6 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "reach_trial": _set(_skill, "_reach_trial", False),
     # a probe call's readings are taken as they come
     "shared_shift": _set(_skill, "_shift", False),
-    # a probe call's shift is read from 16 surely failing readings or more, as before
-    "shift_readings": _set(_skill, "_shift_readings", 16),
     # a guessable family's stall is judged over patience's episodes, as any other's
     "stall_window": _set(_skill, "_stall_span", 0.0),
     # a family of one tier is judged for a stall only after patience's episodes
@@ -426,6 +424,10 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "stalled_single": _set(_skill, "_stalled_single", False),
     # tiers by a Thompson draw at the belief's whole spread
     "tempered_draw": _set(_skill, "_draw_spread", 1.0),
+    # a reading the shift was taken off keeps its residue under half an item
+    "shift_residue": _set(_skill, "_shift_residue", False),
+    # a probe call's shift is read from 16 surely failing readings or more, as before
+    "shift_readings": _set(_skill, "_shift_readings", 16),
     # a guessable family's probe belief by Newton steps from the prior, as any other's
     "match_moments": _set(_skill, "_match", False),
     # outcomes read through a grader's floor update a belief by Newton steps
@@ -549,6 +551,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_reach_trial": {"without": "reach_trial"},
     # a probe call's readings are taken as they come, not less the shift they share
     "no_shared_shift": {"without": "shared_shift"},
+    # a reading the shift was taken off keeps a residue under half an item (as a pass)
+    "no_shift_residue": {"without": "shift_residue"},
     # the shift is read only where 16 readings or more surely fail, as before
     "no_shift_readings": {"without": "shift_readings"},
     # a guessable family's probe belief by Newton steps from the prior (the plateau)

@@ -153,20 +153,8 @@ _STALL_SPAN = 1.0
 # readings of a probe call at tiers the belief says surely fail, at least this many, before
 # their median reading above the belief is taken for a shift the whole call shares (late in
 # a run few families surely fail their top tier: 16 left a drifting evaluator's lift
-# unread there, and it read as skill; with 16 and no residue rule, fresh seeds 3400-3405
-# read skill_drift -0.016 final and +2.7 points of waste)
+# unread there, and it read as skill)
 _SHIFT_READINGS = 8
-
-
-def _unshifted(scores: FloatArray, shift: float) -> FloatArray:
-    """Readings less a lift of ``shift``. A reading at 1 may have been clipped there: all
-    it says is a rate between 1 - shift and 1, and it is taken at the middle of that (at
-    1 - shift, the mastered read as learning and kept their share: dev `ladder_drift`
-    0.883 final against 0.885, p10 0.609 against 0.706)."""
-    lowered: FloatArray = np.where(
-        scores >= 1.0, 1.0 - 0.5 * shift, np.clip(scores - shift, 0.0, 1.0)
-    )
-    return lowered
 
 
 def distinct(values: IntArray, bound: int) -> tuple[IntArray, IntArray]:
@@ -254,6 +242,9 @@ class SkillModel:
         # readings of a probe call at least this many before its shift is read
         # (_shared_shift); the ablation sets 16
         self._shift_readings = _SHIFT_READINGS
+        # whether a reading the shift was taken off that is left with under half an item
+        # passed reads none (_unshifted); the ablation turns it off
+        self._shift_residue = True
         # whether a probe's readings of a family whose tasks pass by chance update its
         # belief by the posterior's moments (_by_moments); the ablation turns it off
         self._match = True
@@ -715,7 +706,7 @@ class SkillModel:
             self._shared_shift(fails, mu, families, tiers, scores) if self._shift else 0.0
         )
         if self.last_shift > 0.0:
-            scores = _unshifted(scores, self.last_shift)
+            scores = self._unshifted(scores, self.last_shift, items)
         self._changed()
         touched, owner = distinct(families, self._catalog.n_families)
         passed = scores * items
@@ -866,6 +857,22 @@ class SkillModel:
         fails: BoolArray = expit(cfg.slope * (mu + spread - tiers)) < cfg.reach_floor
         passes: BoolArray = expit(cfg.slope * (mu - spread - tiers)) > 1.0 - cfg.reach_floor
         return fails, passes, mu
+
+    def _unshifted(self, scores: FloatArray, shift: float, items: FloatArray) -> FloatArray:
+        """Readings of ``items`` items less a lift of ``shift``. A reading at 1 may have
+        been clipped there: all it says is a rate between 1 - shift and 1, and it is taken
+        at the middle of that (at 1 - shift, the mastered read as learning and kept their
+        share: dev `ladder_drift` 0.883 final against 0.885, p10 0.609 against 0.706). A
+        reading left with under half an item passed reads none: that residue is the
+        shift's error, not a pass, and at a tier far above a family's skill the logistic's
+        tail reads a hundredth of an item as a tier of skill (an impossible family's
+        belief rose out of reach that way under a drifting evaluator)."""
+        lowered: FloatArray = np.where(
+            scores >= 1.0, 1.0 - 0.5 * shift, np.clip(scores - shift, 0.0, 1.0)
+        )
+        if self._shift_residue:
+            lowered[lowered * items < 0.5] = 0.0
+        return lowered
 
     def _update(
         self,

@@ -41,13 +41,13 @@ def test_every_ablation_changes_the_default(name: str) -> None:
 
 
 def test_without_takes_a_list_and_applies_every_switch() -> None:
-    both = _settings(scheduler_for(CATALOG, 0, {"without": ["shared_shift", "match_moments"]}))
-    assert both["skill._shift"] is False and both["skill._match"] is False
-    one = _settings(scheduler_for(CATALOG, 0, {"without": "shared_shift"}))
-    assert one["skill._shift"] is False and one["skill._match"] is True
+    both = _settings(scheduler_for(CATALOG, 0, {"without": ["shift_residue", "match_moments"]}))
+    assert both["skill._shift_residue"] is False and both["skill._match"] is False
+    one = _settings(scheduler_for(CATALOG, 0, {"without": "shift_residue"}))
+    assert one["skill._shift_residue"] is False and one["skill._match"] is True
 
 
 def test_an_unknown_switch_is_refused() -> None:
     with pytest.raises(SystemExit, match="unknown mechanism to switch off: 'nope'"):
-        scheduler_for(CATALOG, 0, {"without": ["shared_shift", "nope"]})
+        scheduler_for(CATALOG, 0, {"without": ["shift_residue", "nope"]})
     assert "nope" not in SWITCHES

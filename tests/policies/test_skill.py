@@ -11,7 +11,6 @@ from skill_evidence import two_tiers_alike
 
 from domains import Catalog
 from policies import SkillConfig, SkillModel
-from policies._skill import _unshifted
 from policies._verifier_floor import VerifierFloor
 from scheduler import Scheduler
 
@@ -763,6 +762,31 @@ def test_too_few_surely_failing_readings_give_no_shift() -> None:
     assert model.last_shift == pytest.approx(0.25, abs=0.01)
 
 
+@pytest.mark.usefixtures("right_grader")
+def test_what_a_shift_leaves_under_half_an_item_is_no_pass() -> None:
+    """A family far below the top tier reading a hundredth over the call's lift: that
+    residue is the shift's error, and the logistic's tail would read it as skill."""
+    cat = _wide()
+    scores = np.full(cat.n_families, 0.25)
+    scores[0] = 0.26  # the lift and a hundredth: 0.08 of an item of 8
+    scores[1] = 0.25 + 1 / 8  # the lift and one item passed
+    beliefs, reach = [], []
+    for residue in (True, False):
+        model = SkillModel(cat)
+        model._shift_residue = residue
+        _train_all(model, cat, tier=0, k=0, n=16)  # out of reach: fails tier 0
+        for _ in range(4):
+            _probe_all(model, cat, tier=3, scores=scores)
+        assert model.last_shift == pytest.approx(0.25, abs=0.01)
+        beliefs.append(model.belief()[0])
+        reach.append(model.out_of_reach()[0])
+    kept, plain = beliefs
+    assert kept[0] == pytest.approx(kept[2])  # read as the families that read the lift
+    assert plain[0] > kept[0] + 0.5  # without the rule the residue lifts the belief ...
+    assert reach == [True, False]  # ... out of reach
+    assert kept[1] > kept[2] + 0.5  # a whole item passed is still a pass
+
+
 def test_only_the_surely_failing_readings_say_what_the_shift_is() -> None:
     """Families that may pass the tier read what they read; the shift comes from the ones
     the belief says cannot, and is taken off every reading."""
@@ -777,7 +801,8 @@ def test_only_the_surely_failing_readings_say_what_the_shift_is() -> None:
 
 def test_a_reading_clipped_at_one_is_taken_at_the_middle_of_what_it_allows() -> None:
     """Under a lift of 0.2 a reading of 1 says only a rate between 0.8 and 1."""
-    got = _unshifted(np.array([0.0, 0.5, 1.0]), 0.2)
+    model = SkillModel(_catalog())
+    got = model._unshifted(np.array([0.0, 0.5, 1.0]), 0.2, np.full(3, 10.0))
     assert got.tolist() == pytest.approx([0.0, 0.3, 0.9])
 
 
