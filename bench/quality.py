@@ -555,9 +555,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_shift_residue": {"without": "shift_residue"},
     # the shift is read only where 16 readings or more surely fail, as before
     "no_shift_readings": {"without": "shift_readings"},
-    # both: they cover one failure (an impossible family lifted out of reach by the
-    # shift's residue once too few readings surely fail), so each alone reads harmless
-    # (seeds 3300-3302) where both together cost skill_drift 0.016 of final (3400-3405)
+    # both: they guard against one failure (an impossible family's belief lifted out of
+    # reach by what the shift leaves); on seeds 3300-3302 each alone read harmless, on
+    # 3400-3405 both together cost skill_drift 0.016 of final (the residue rule alone 0.015)
     "no_shift_rules": {"without": ["shift_residue", "shift_readings"]},
     # a guessable family's probe belief by Newton steps from the prior (the plateau)
     "no_match_moments": {"without": "match_moments"},
