@@ -44,6 +44,11 @@ def main() -> None:
             }
         )
     )
+    # Tear the process group down before the interpreter does: left to exit, a rank's gloo
+    # threads were once destroyed while joinable ("terminate called without an active
+    # exception", SIGABRT, CI of 2026-12-07) after its work was written.
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
