@@ -19,6 +19,7 @@ too. Both halves are reported.
     .venv-bench/bin/python bench/quality.py --split held --seeds 100,101,102 --markdown
     .venv/bin/python bench/quality.py --runners ours,ladder_probe --regimes ext  # no Syllabus
     .venv/bin/python bench/quality.py --ablate --split all         # the default, minus each part
+    .venv/bin/python bench/quality.py --ablate no_hack,no_stall --split all  # minus these only
 """
 
 from __future__ import annotations
@@ -637,7 +638,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runners", default="", help="comma-separated (default: ours + baselines)")
     ap.add_argument("--seeds", default="", help="comma-separated (default: dev 0-2, held 100-102)")
     ap.add_argument("--syllabus", action="store_true", help="add Syllabus's curricula")
-    ap.add_argument("--ablate", action="store_true", help="the default minus each mechanism")
+    ap.add_argument(
+        "--ablate",
+        nargs="?",
+        const="all",
+        default="",
+        metavar="ROWS",
+        help="the default minus each mechanism, or minus those of ROWS (no_hack,no_flat)",
+    )
     ap.add_argument(
         "--variant",
         action="append",
@@ -675,7 +683,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         runners += [f"syllabus:{n}" for n in SYLLABUS]
     ablations: dict[str, dict[str, Any]] = {"ours": {}}
     if args.ablate:
-        ablations.update({f"ours-{k}": v for k, v in ABLATIONS.items()})
+        rows = list(ABLATIONS) if args.ablate == "all" else [x for x in args.ablate.split(",") if x]
+        unknown = [x for x in rows if x not in ABLATIONS]
+        if unknown:
+            known_rows = ", ".join(ABLATIONS)
+            print(f"--ablate: unknown row {unknown[0]!r}; known: {known_rows}", file=sys.stderr)
+            return 2
+        ablations.update({f"ours-{k}": ABLATIONS[k] for k in rows})
         runners = [*ablations, *[r for r in runners if r != "ours"]]
     for v in args.variant:
         vname, _, text = v.partition("=")

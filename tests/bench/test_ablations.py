@@ -3,6 +3,9 @@ default, ``without`` takes one switch or a list of them, and an unknown one is r
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,3 +54,31 @@ def test_an_unknown_switch_is_refused() -> None:
     with pytest.raises(SystemExit, match="unknown mechanism to switch off: 'nope'"):
         scheduler_for(CATALOG, 0, {"without": ["shift_residue", "nope"]})
     assert "nope" not in SWITCHES
+
+
+def _quality(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "quality.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_ablate_runs_only_the_rows_asked_for(tmp_path: Path) -> None:
+    out = tmp_path / "abl.json"
+    done = _quality(
+        "--regimes", "skill_1tier", "--seeds", "0", "--runners", "ours", "--jobs", "1",
+        "--ablate", "no_hack", "--out", str(out), tmp_path=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted({c["runner"] for c in json.loads(out.read_text())}) == ["ours", "ours-no_hack"]
+
+
+def test_ablate_refuses_an_unknown_row_with_exit_code_2(tmp_path: Path) -> None:
+    done = _quality("--ablate", "no_hack,no_such_row", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert "--ablate: unknown row 'no_such_row'" in done.stderr
+    assert "Traceback" not in done.stderr
