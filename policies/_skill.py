@@ -454,22 +454,31 @@ class SkillModel:
 
     def _information(self, families: IntArray | None = None) -> FloatArray | float:
         """The share of a right grader's unguessable outcome's information about the slope
-        that an outcome of each of ``families`` (default all) carries at most: ``(1 -
-        2e)^2`` through a grader wrong ``e`` of the time (``VerifierFloor.information``),
-        times ``(1 - chance)^2`` where tasks pass by chance. The slope test's bars are
-        multiplied by it and its window divided by it, so both are counted in a right
-        grader's unguessable outcomes: an outcome that tells less fades more slowly, and
-        less of it is asked for. Without it, 6 of the 15 coin flips of dev
-        ``ladder_judge`` seed 0 (a tenth of the grades wrong) read flat at the end (11
-        with the bars lowered), and a guessable family's slope was left undecided, its
-        contrast draws going on where guesses tell least (dev ``skill_chance``: p10
-        +0.36 with it)."""
-        share = self.verifier.information if self._floor_info else 1.0
+        that an outcome of each of ``families`` (default all) carries at most:
+        ``_grader_share()`` times ``(1 - chance)^2`` where tasks pass by chance. The slope
+        test's bars are multiplied by it, so they are counted in a right grader's
+        unguessable outcomes: less of an outcome that tells less is asked for. Without
+        it, a guessable family's slope was left undecided, its contrast draws going on
+        where guesses tell least (dev ``skill_chance``: p10 +0.36 with it)."""
+        share = self._grader_share()
         if not self._chance_info:
             return share
         unguessed = self._unguessed if families is None else self._unguessed[families]
         result: FloatArray = share * unguessed
         return result
+
+    def _grader_share(self) -> float:
+        """``(1 - 2e)^2`` through a grader wrong ``e`` of the time
+        (``VerifierFloor.information``), 1 with the floor's reading switched off. The slope
+        test's window is divided by it, so an outcome that tells less fades more slowly
+        (without it, 6 of the 15 coin flips of dev ``ladder_judge`` seed 0, a tenth of the
+        grades wrong, read flat at the end; 11 with the bars lowered). The chance share
+        does not lengthen the window: with it, a plateau's flat evidence outlived the
+        plateau, and the torch learner's parity families (chance 0.5) were held after
+        they began to learn (no probe: 1,115 +- 286 steps to 0.9 against 762 +- 83,
+        over the fixed mix's 1,040), while the dev chance regimes gained nothing from
+        it (final -0.0016)."""
+        return self.verifier.information if self._floor_info else 1.0
 
     def _slope_z(self, families: IntArray | None = None) -> tuple[FloatArray, FloatArray]:
         """The slope test's z and information (of ``families``, default all)."""
@@ -679,7 +688,7 @@ class SkillModel:
             low,
             span,
             self.config.slope,
-            self._information(families),
+            self._grader_share(),
         )
         self.top_tier.trained(arms, k_arm, n_arm, families, owner, per_family)
         self.episodes[families] += per_family

@@ -195,6 +195,24 @@ def test_the_slope_tests_window_lengthens_by_what_the_grader_leaves_of_an_outcom
     assert guessed._information() == 1.0
 
 
+def test_guessing_lowers_the_slope_tests_bars_but_not_its_window() -> None:
+    # a plateau's flat evidence must fade as fast as an unguessable family's: with the
+    # window 1 / (1 - 0.5)^2 = 4 times longer, the torch learner's parity families were
+    # held long after they began to learn; the grader's share still lengthens it
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=8, n_tiers=4, chance_success=0.5)
+    model = SkillModel(cat)
+    shares: list[float] = []
+    add = model.slope_test.add
+    model.slope_test.add = lambda *a: (shares.append(a[-1]), add(*a))[1]  # type: ignore[method-assign]
+    arms = cat.arm_start[:-1]
+    model.observe_training(arms, np.ones(arms.shape[0]))
+    assert shares == [1.0]
+    assert np.allclose(model._information(), 0.25)  # the bars count unguessable outcomes
+    model.verifier.add(80.0, 800.0, 100.0, 100.0 * 0.9**8)  # a grader wrong a tenth
+    model.observe_training(arms, np.ones(arms.shape[0]))
+    assert shares[-1] == pytest.approx(model.verifier.information) and shares[-1] < 1.0
+
+
 def test_a_guessable_familys_slope_is_decided_on_less_information() -> None:
     # 0.4 units of information about the slope, none of it flat: under a right grader's
     # bar of 0.5 the test is undecided (contrast draws go on); at chance 0.25 each outcome
