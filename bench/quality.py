@@ -437,8 +437,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "verifier_floor": _set(_skill, "_floor", False),
     # the slope test's information bars and window stay a right grader's whatever the floor
     "floor_info": _set(_skill, "_floor_info", False),
-    # the slope test's information bars and window stay an unguessable outcome's where
-    # tasks pass by chance
+    # the slope test's information bars stay an unguessable outcome's where tasks pass by
+    # chance (its window never counts the chance share since e3ccf2c)
     "chance_info": _set(_skill, "_chance_info", False),
 }
 
@@ -582,8 +582,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the flatness test's information bars and window stay a right grader's under the
     # grader's floor
     "no_floor_info": {"without": "floor_info"},
-    # the flatness test's information bars and window stay an unguessable outcome's for a
-    # family whose tasks pass by chance
+    # the flatness test's information bars stay an unguessable outcome's for a family whose
+    # tasks pass by chance
     "no_chance_info": {"without": "chance_info"},
     # under a grader's floor, outcomes move a belief by Newton steps, not the grid's moments
     "no_floor_moments": {"without": "floor_moments"},
