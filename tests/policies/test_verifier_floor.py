@@ -5,6 +5,8 @@ for a coin flip, while one that does not does."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -201,16 +203,15 @@ def test_guessing_lowers_the_slope_tests_bars_but_not_its_window() -> None:
     # held long after they began to learn; the grader's share still lengthens it
     cat = Catalog.synthetic(n_domains=1, families_per_domain=8, n_tiers=4, chance_success=0.5)
     model = SkillModel(cat)
-    shares: list[float] = []
-    add = model.slope_test.add
-    model.slope_test.add = lambda *a: (shares.append(a[-1]), add(*a))[1]  # type: ignore[method-assign]
     arms = cat.arm_start[:-1]
-    model.observe_training(arms, np.ones(arms.shape[0]))
-    assert shares == [1.0]
-    assert np.allclose(model._information(), 0.25)  # the bars count unguessable outcomes
-    model.verifier.add(80.0, 800.0, 100.0, 100.0 * 0.9**8)  # a grader wrong a tenth
-    model.observe_training(arms, np.ones(arms.shape[0]))
-    assert shares[-1] == pytest.approx(model.verifier.information) and shares[-1] < 1.0
+    with mock.patch.object(model.slope_test, "add", wraps=model.slope_test.add) as add:
+        model.observe_training(arms, np.ones(arms.shape[0]))
+        assert [call.args[-1] for call in add.call_args_list] == [1.0]  # the window's share
+        assert np.allclose(model._information(), 0.25)  # the bars count unguessable outcomes
+        model.verifier.add(80.0, 800.0, 100.0, 100.0 * 0.9**8)  # a grader wrong a tenth
+        model.observe_training(arms, np.ones(arms.shape[0]))
+    share = add.call_args.args[-1]
+    assert share == pytest.approx(model.verifier.information) and share < 1.0
 
 
 def test_a_guessable_familys_slope_is_decided_on_less_information() -> None:
