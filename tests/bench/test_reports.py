@@ -233,6 +233,44 @@ def test_ablation_reads_each_switch_against_the_default_by_split(
     assert rows[1].endswith("| 0/0 of 1; 0/0 of 1 |")  # pays nowhere: a candidate to go
 
 
+def test_ablation_bars_name_what_each_row_fails_and_the_candidates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells = []
+    for s in (0, 1):
+        cells += [
+            _cell("ext", "ours", s, final=0.90, auc=0.43, waste=0.04),  # dev
+            _cell("ext", "ours-no_flat", s, final=0.9005, auc=0.43, waste=0.04),
+            _cell("ext", "ours-no_one", s, final=0.90, auc=0.43, waste=0.04),
+            _cell("ext", "ours-no_hackcap", s, final=0.90, auc=0.43, waste=0.04),
+            _cell("skill_drift", "ours", s, final=0.92, auc=0.34, waste=0.044),  # held
+            _cell("skill_drift", "ours-no_flat", s, final=0.9195, auc=0.34, waste=0.045),
+            # one regime 0.006 lower: the means of one regime per half fail too
+            _cell("skill_drift", "ours-no_one", s, final=0.914, auc=0.34, waste=0.044),
+            _cell("skill_drift", "ours-no_hackcap", s, final=0.92, auc=0.34, waste=0.044),
+            _cell("ladder_hack", "ours", s, hack2=0.010),  # held, hackable
+            _cell("ladder_hack", "ours-no_flat", s, hack2=0.012),
+            _cell("ladder_hack", "ours-no_one", s, hack2=0.010),
+            _cell("ladder_hack", "ours-no_hackcap", s, hack2=0.025),
+        ]
+    path = _write(tmp_path / "ablate.json", cells)
+    assert ablation.main([str(path), "--bars"]) == 0
+    out = capsys.readouterr().out
+    assert "bars failed (waste, hack2 in points)" in out
+    verdicts = {
+        line.split(" | ")[0].removeprefix("| "): line.split(" | ")[-1].removesuffix(" |")
+        for line in out.splitlines()
+        if line.startswith("| no_")
+    }
+    # within every bar (a mean fall of 0.00025 and 0.05 points of waste): a candidate
+    assert verdicts["no_flat"] == "none: a candidate"
+    assert verdicts["no_one"] == "held final -0.0030; skill_drift final -0.0060"
+    assert verdicts["no_hackcap"] == "hack2 +1.50"
+    assert {"skill_hack", "skill_hack_fast", "ladder_hack", "group_hack"} == ablation.HACKABLE
+    assert ablation.main([str(path)]) == 0  # without --bars, no verdict column
+    assert "bars failed" not in capsys.readouterr().out
+
+
 def test_ablation_without_the_default_or_its_ablations_is_exit_code_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
