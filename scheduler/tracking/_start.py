@@ -29,10 +29,12 @@ def is_permanent(exc: BaseException) -> bool:
 def server_was_busy(exc: BaseException) -> bool:
     """Whether the server is up but could not serve the call now, so a retry may fix it:
     it answered with a status its client would retry (MLflow's own retries are off, so
-    requests reports it as a RetryError under MLflow's exception), or it took the
-    connection and then dropped it (reset, aborted, no answer in time), as a server does
-    while it restarts a worker or sheds load. A refused connection is not: nothing listens
-    there, which is a wrong URI far more often than a server still starting."""
+    requests reports it as a RetryError under MLflow's exception; since MLflow 3.18 a
+    write that is not safe to repeat is not retried by the client, and the server's
+    answer comes back as its error instead, ``_BUSY_CODES``), or it took the connection
+    and then dropped it (reset, aborted, no answer in time), as a server does while it
+    restarts a worker or sheds load. A refused connection is not: nothing listens there,
+    which is a wrong URI far more often than a server still starting."""
     pending: list[BaseException] = [exc]
     seen: set[int] = set()
     while pending and len(seen) < 16:  # the chain is short; a bound keeps a cycle harmless
@@ -41,6 +43,8 @@ def server_was_busy(exc: BaseException) -> bool:
             continue
         seen.add(id(err))
         if isinstance(err, _DROPPED) or type(err).__name__ in _BUSY_NAMES:
+            return True
+        if _answered_busy(err):
             return True
         # requests and urllib3 keep the cause in args and .reason rather than __cause__
         links = [err.__cause__, err.__context__, getattr(err, "reason", None), *err.args]
@@ -52,6 +56,17 @@ def server_was_busy(exc: BaseException) -> bool:
 _DROPPED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
 # urllib3's and requests' names for a server that answered "retry" or read too slowly.
 _BUSY_NAMES = frozenset({"RetryError", "ResponseError", "ReadTimeoutError", "ReadTimeout"})
+# The error codes of a server's answer (500, 503, 429) that say "not now" rather than "no":
+# MLflow's server answers INTERNAL_ERROR while its sqlite database is locked.
+_BUSY_CODES = frozenset({"INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED"})
+
+
+def _answered_busy(err: BaseException) -> bool:
+    """The server's own answer, a ``RestException`` (only a reply builds one, so a client's
+    own fault, whose default code is INTERNAL_ERROR too, is not read as busy), says so."""
+    from mlflow.exceptions import RestException
+
+    return isinstance(err, RestException) and err.error_code in _BUSY_CODES
 
 
 class RunStart:

@@ -254,3 +254,24 @@ def test_a_server_busy_past_the_start_wait_starts_the_run_in_the_background(
     assert tracker.run_id == "r1"
     assert stats.sent == 1
     assert "has not answered with a run" in caplog.text
+
+
+def test_a_servers_own_busy_answer_is_busy_and_a_clients_fault_is_not() -> None:
+    """Since MLflow 3.18 a write that is unsafe to repeat is not retried by MLflow's client,
+    so the server's 500 comes back as its own error (a RestException) instead of requests'
+    RetryError: that answer is still "not now". A RestException carries only what a server
+    said; MLflow's own client-side errors default to the same INTERNAL_ERROR code and are
+    not a server's answer."""
+    from mlflow.exceptions import MlflowException, RestException
+
+    from scheduler.tracking._start import server_was_busy
+
+    locked = RestException({"error_code": "INTERNAL_ERROR", "message": "database is locked"})
+    assert server_was_busy(locked)
+    assert server_was_busy(RestException({"error_code": "TEMPORARILY_UNAVAILABLE"}))
+    wrapped = MlflowException("create failed")
+    wrapped.__cause__ = locked  # found down the chain too
+    assert server_was_busy(wrapped)
+    assert not server_was_busy(RestException({"error_code": "INVALID_PARAMETER_VALUE"}))
+    assert not server_was_busy(MlflowException("a client-side fault"))  # INTERNAL_ERROR too
+    assert not server_was_busy(ConnectionRefusedError())  # nothing listens: a wrong URI
