@@ -211,6 +211,15 @@ def test_a_side_without_a_runner_reads_the_default(tmp_path: Path) -> None:
     assert len(cells) == 10  # ext 3, skill_1tier 3, skill_none 2, skill_hack 2
 
 
+def _ablation_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cells: list[dict[str, Any]], *args: str
+) -> list[str]:
+    """bench/ablation.py's rows (one per ``ours-no_*`` runner) for these cells."""
+    path = _write(tmp_path / "ablate.json", cells)
+    assert ablation.main([str(path), *args]) == 0
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("| no_")]
+
+
 def test_ablation_reads_each_switch_against_the_default_by_split(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -224,9 +233,7 @@ def test_ablation_reads_each_switch_against_the_default_by_split(
             _cell("skill_drift", "ours-no_a", s, final=0.93, auc=0.34, waste=0.057),
             _cell("skill_drift", "ours-no_b", s, final=0.92, auc=0.34, waste=0.044),
         ]
-    path = _write(tmp_path / "ablate.json", cells)
-    assert ablation.main([str(path)]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| no_")]
+    rows = _ablation_rows(tmp_path, capsys, cells)
     assert rows[0].split(" | ") == [
         "| no_a", "-0.020", "-0.010", "+1.00", "+0.010", "+0.000", "+1.30", "1/0 of 1; 0/1 of 1 |"
     ]  # fmt: skip
@@ -236,39 +243,35 @@ def test_ablation_reads_each_switch_against_the_default_by_split(
 def test_ablation_bars_name_what_each_row_fails_and_the_candidates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cells = []
-    for s in (0, 1):
-        cells += [
-            _cell("ext", "ours", s, final=0.90, auc=0.43, waste=0.04),  # dev
-            _cell("ext", "ours-no_flat", s, final=0.9005, auc=0.43, waste=0.04),
-            _cell("ext", "ours-no_one", s, final=0.90, auc=0.43, waste=0.04),
-            _cell("ext", "ours-no_hackcap", s, final=0.90, auc=0.43, waste=0.04),
-            _cell("skill_drift", "ours", s, final=0.92, auc=0.34, waste=0.044),  # held
-            _cell("skill_drift", "ours-no_flat", s, final=0.9195, auc=0.34, waste=0.045),
-            # one regime 0.006 lower: the means of one regime per half fail too
-            _cell("skill_drift", "ours-no_one", s, final=0.914, auc=0.34, waste=0.044),
-            _cell("skill_drift", "ours-no_hackcap", s, final=0.92, auc=0.34, waste=0.044),
-            _cell("ladder_hack", "ours", s, hack2=0.010),  # held, hackable
-            _cell("ladder_hack", "ours-no_flat", s, hack2=0.012),
-            _cell("ladder_hack", "ours-no_one", s, hack2=0.010),
-            _cell("ladder_hack", "ours-no_hackcap", s, hack2=0.025),
-        ]
-    path = _write(tmp_path / "ablate.json", cells)
-    assert ablation.main([str(path), "--bars"]) == 0
-    out = capsys.readouterr().out
-    assert "bars failed (waste, hack2 in points)" in out
+    values = {  # runner: ext final (dev), skill_drift final and waste (held), ladder_hack hack2
+        "ours": (0.90, 0.92, 0.044, 0.010),
+        "ours-no_flat": (0.9005, 0.9195, 0.045, 0.012),
+        # one regime 0.006 lower: the held-out mean of its two regimes fails too
+        "ours-no_one": (0.90, 0.914, 0.044, 0.010),
+        "ours-no_hackcap": (0.90, 0.92, 0.044, 0.025),
+    }
+    cells = [
+        cell
+        for s in (0, 1)
+        for runner, (ext, drift, waste, hack2) in values.items()
+        for cell in (
+            _cell("ext", runner, s, final=ext, auc=0.43, waste=0.04),
+            _cell("skill_drift", runner, s, final=drift, auc=0.34, waste=waste),
+            _cell("ladder_hack", runner, s, hack2=hack2),  # held out, hackable
+        )
+    ]
     verdicts = {
         line.split(" | ")[0].removeprefix("| "): line.split(" | ")[-1].removesuffix(" |")
-        for line in out.splitlines()
-        if line.startswith("| no_")
+        for line in _ablation_rows(tmp_path, capsys, cells, "--bars")
     }
     # within every bar (a mean fall of 0.00025 and 0.05 points of waste): a candidate
     assert verdicts["no_flat"] == "none: a candidate"
     assert verdicts["no_one"] == "held final -0.0030; skill_drift final -0.0060"
     assert verdicts["no_hackcap"] == "hack2 +1.50"
     assert {"skill_hack", "skill_hack_fast", "ladder_hack", "group_hack"} == ablation.HACKABLE
-    assert ablation.main([str(path)]) == 0  # without --bars, no verdict column
-    assert "bars failed" not in capsys.readouterr().out
+    with_bars = _ablation_rows(tmp_path, capsys, cells, "--bars")
+    without = _ablation_rows(tmp_path, capsys, cells)  # no verdict column
+    assert [len(r.split(" | ")) for r in without] == [len(r.split(" | ")) - 1 for r in with_bars]
 
 
 def test_ablation_without_the_default_or_its_ablations_is_exit_code_2(
