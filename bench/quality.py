@@ -440,6 +440,8 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     # the slope test's information bars stay an unguessable outcome's where tasks pass by
     # chance (its window never counts the chance share since e3ccf2c)
     "chance_info": _set(_skill, "_chance_info", False),
+    # the flatness test's threshold is flat_z whatever the grader's floor
+    "floor_z": _set(_skill, "_floor_z", False),
 }
 
 
@@ -585,6 +587,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the flatness test's information bars stay an unguessable outcome's for a family whose
     # tasks pass by chance
     "no_chance_info": {"without": "chance_info"},
+    # the flatness test's threshold stays a right grader's under the grader's floor
+    "no_floor_z": {"without": "floor_z"},
     # under a grader's floor, outcomes move a belief by Newton steps, not the grid's moments
     "no_floor_moments": {"without": "floor_moments"},
 }

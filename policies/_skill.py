@@ -274,6 +274,9 @@ class SkillModel:
         # (_information); the ablation turns each off
         self._floor_info = True
         self._chance_info = True
+        # whether the flatness test's threshold is counted in a right grader's outcomes
+        # too (_flat_bar); the ablation turns it off
+        self._floor_z = True
         # float64 [n_families]: the share of an unguessable outcome's information about
         # the slope that one of each family carries at most, (1 - chance)^2
         self._unguessed = (1.0 - self._chance) ** 2
@@ -419,7 +422,7 @@ class SkillModel:
         times ``_information``): a coin flip drawn at its top tier gets slope evidence only
         from its contrast draws, and with that evidence fading its information settles
         barely above the usual bar."""
-        flatter = z < -self.config.flat_z
+        flatter = z < -self._flat_bar()
         bar = self._information(families)
         result: BoolArray = (info >= bar * _SLOPE_INFO_MIN) & flatter
         if self._coin_info:
@@ -466,6 +469,17 @@ class SkillModel:
         unguessed = self._unguessed if families is None else self._unguessed[families]
         result: FloatArray = share * unguessed
         return result
+
+    def _flat_bar(self) -> float:
+        """The z under which the slope reads flat: ``flat_z`` times the grader's share.
+        Through a grader wrong ``e`` of the time a coin flip's z grows with the test's
+        information about ``(1 - 2e)^2`` times as fast as under a right grader (dev
+        ``ladder_judge`` seed 0, a tenth of the grades wrong: median z -4.0 at 0.36 units
+        on step 150, against -5.9 at 0.36 in ``ext``), so at the information its fading
+        window holds, a coin flip sat at the bar and half escaped, to take the spare share
+        late in the run (4 of 15 took 643 of the last quarter's 9,600 episodes)."""
+        share = self._grader_share() if self._floor_z else 1.0
+        return self.config.flat_z * share
 
     def _grader_share(self) -> float:
         """``(1 - 2e)^2`` through a grader wrong ``e`` of the time

@@ -214,6 +214,26 @@ def test_guessing_lowers_the_slope_tests_bars_but_not_its_window() -> None:
     assert share == pytest.approx(model.verifier.information) and share < 1.0
 
 
+def test_the_flatness_threshold_is_lowered_by_what_the_grader_leaves_of_an_outcome() -> None:
+    # z -3 on a whole unit of information: short of a right grader's bar of -4; through a
+    # grader wrong a tenth of the time a coin flip's z grows (1 - 0.2)^2 as fast with its
+    # information, and the bar is -4 * 0.64 = -2.56
+    cat = Catalog.synthetic(n_domains=1, families_per_domain=8, n_tiers=4)
+    flat = {}
+    for graded, scaled in ((False, True), (True, True), (True, False)):
+        model = SkillModel(cat)
+        model._floor_z = scaled
+        if graded:
+            model.verifier.add(80.0, 800.0, 100.0, 100.0 * 0.9**8)
+        model.slope_test.terms[:] = 0.0
+        model.slope_test.terms[1] = -3.0  # the slope's score
+        model.slope_test.terms[2] = 1.0  # skill-skill information
+        model.slope_test.terms[3] = 1.0  # slope-slope information
+        assert np.allclose(model._slope_z()[0], -3.0)
+        flat[(graded, scaled)] = bool(model.flat().all())
+    assert flat == {(False, True): False, (True, True): True, (True, False): False}
+
+
 def test_a_guessable_familys_slope_is_decided_on_less_information() -> None:
     # 0.4 units of information about the slope, none of it flat: under a right grader's
     # bar of 0.5 the test is undecided (contrast draws go on); at chance 0.25 each outcome
