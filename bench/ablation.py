@@ -38,7 +38,7 @@ SPLITS = ("dev", "held")
 # (metric, scale, format) of each split's columns: waste in points of a percent
 _COLUMNS = (("final", 1.0, "+.3f"), ("auc", 1.0, "+.3f"), ("waste", 100.0, "+.2f"))
 # the regimes with hackable families, whose hack2 the rule reads
-HACKABLE = frozenset(r.name for r in GRID if r.learner.get("share_hackable", 0.0) > 0)
+HACKABLE = frozenset(r.name for r in GRID if r.hackable)
 _SHOWN = 4  # failed bars named per row; the rest are counted
 
 
@@ -75,8 +75,9 @@ def failed(delta: Sequence[Change], bars: Bars) -> list[str]:
         if r.delta["waste"] >= bars.regime_waste:
             out.append(f"{r.regime} waste {100 * r.delta['waste']:+.2f}")
     hacks = [r.delta["hack2"] for r in delta if r.regime in HACKABLE]
-    if hacks and sum(hacks) / len(hacks) > bars.hack2:
-        out.append(f"hack2 {100 * sum(hacks) / len(hacks):+.2f}")
+    hack2 = sum(hacks) / len(hacks) if hacks else 0.0
+    if hack2 > bars.hack2:
+        out.append(f"hack2 {100 * hack2:+.2f}")
     return out
 
 

@@ -73,6 +73,11 @@ class Regime:
         d, f, _ = self.shape
         return self.batch / (d * f)
 
+    @property
+    def hackable(self) -> bool:
+        """Some families' training reward can be gamed (``hack2`` is read here)."""
+        return float(self.learner.get("share_hackable", 0.0)) > 0.0
+
 
 P = Protocol_
 

@@ -64,7 +64,7 @@ class Row:
 
     @property
     def hackable(self) -> bool:
-        return float(self.regime.learner.get("share_hackable", 0.0)) > 0.0
+        return self.regime.hackable
 
     def checks(self) -> dict[str, bool]:
         """Each target that applies here, met or not."""
