@@ -277,9 +277,6 @@ class SkillModel:
         # whether the flatness test's threshold is counted in a right grader's outcomes
         # too (_flat_bar); the ablation turns it off
         self._floor_z = True
-        # whether the stall tests' typical rate is read over the episodes that built a
-        # family's skill, not every episode (_stall_tests); the ablation turns it off
-        self._built_rate = True
         # float64 [n_families]: the share of an unguessable outcome's information about
         # the slope that one of each family carries at most, (1 - chance)^2
         self._unguessed = (1.0 - self._chance) ** 2
@@ -596,7 +593,6 @@ class SkillModel:
             self._stall_span,
             self._early_single,
             self._single_gain,
-            self._built_rate,
         )
         if self._stall_at is not None and self._stall_at[0] == key:
             return self._stall_at[1]
@@ -604,19 +600,13 @@ class SkillModel:
         mu, _ = self.belief()
         moved = self.progress()
         # The gain that counts is relative to how fast this run's families learn: a quarter
-        # of the typical family's rise per ``patience`` episodes (skill over the episodes
-        # that built it, ``built``, of the families built by a trial's worth or more), at
-        # most ``min_gain``. A slow learner is slow for every family, and a family learning
-        # at half the typical speed is not stalled. Not over every episode: a mastered
-        # family's practice builds nothing, so late in a run that rate fell, the early
-        # stall's window grew back over coin flips it had passed, and each time one was
-        # unflagged it took the share ceiling's part of a saturated batch (dev
-        # ``skill_1tier`` seed 0: 133 of the last half's 303 trap episodes).
-        built = self.built if self._built_rate else self.episodes
-        judged = self.tried() & ~self.out_of_reach() & (built >= cfg.trial)
+        # of the typical family's rise per ``patience`` episodes (skill over episodes so
+        # far), at most ``min_gain``. A slow learner is slow for every family, and a family
+        # learning at half the typical speed is not stalled.
+        judged = self.tried() & ~self.out_of_reach()
         rate = 0.0  # the typical family's rise per episode
         if judged.any():
-            rate = max(median_of(mu[judged] / built[judged]), 0.0)
+            rate = max(median_of(mu[judged] / self.episodes[judged]), 0.0)
         gain = min(cfg.min_gain, _STALL_SHARE * rate * cfg.patience)
         forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
         below = mu < self._stall_below
