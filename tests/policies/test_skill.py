@@ -1039,6 +1039,28 @@ def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
     assert not model.stalled()[9]
 
 
+def test_a_coin_flip_stays_stalled_early_while_the_mastered_practise() -> None:
+    """The typical rate that sets the early stall's window is read over the episodes that
+    built each family's skill: a mastered family's practice builds nothing. Read over every
+    episode, it fell as the learners practised, the window grew back over the coin flip's
+    episodes, and its flag went."""
+    cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
+    model = SkillModel(cat)
+    _nine_climb(model, cat, still=(0, 4))  # 9 a coin flip: 4 of 8 every time
+    if model.progress()[9] >= 0.0:  # a coin flip's belief wanders: judged once it falls
+        _train(model, cat, family=9, tier=0, k=3, n=8)
+    assert model.stalled_early()[9]
+    built = model.built[:9].copy()
+    for _ in range(24):  # the nine, mastered, practise 192 episodes more each
+        _train_all(model, cat, tier=0, k=[8] * 9 + [0], n=[8] * 9 + [0])
+    assert model.mastered()[:9].all()
+    assert (model.episodes[:9] > 2 * model.built[:9]).all()
+    np.testing.assert_array_equal(model.built[:9], built)
+    assert model.stalled_early()[9]
+    model._built_rate = False  # bench/quality.py's no_built_rate: over every episode
+    assert not model.stalled_early()[9], "the failure this guards against no longer shows"
+
+
 def test_a_family_of_one_tier_not_risen_by_the_stall_gain_is_stalled_early() -> None:
     """A coin flip's belief wanders above its slow average as often as below: judged on no
     rise at all, its early stall came and went, and each time it went the family took an
