@@ -596,6 +596,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_chance_info": {"without": "chance_info"},
     # the flatness test's threshold stays a right grader's under the grader's floor
     "no_floor_z": {"without": "floor_z"},
+    # the early stall's window reads the typical rise over every episode, practice included
     "no_built_rate": {"without": "built_rate"},
     # under a grader's floor, outcomes move a belief by Newton steps, not the grid's moments
     "no_floor_moments": {"without": "floor_moments"},
