@@ -62,10 +62,6 @@ class Row:
         name = pick(self.simple, key=lambda r: self.simple[r][metric])
         return name, self.simple[name][metric]
 
-    @property
-    def hackable(self) -> bool:
-        return self.regime.hackable
-
     def checks(self) -> dict[str, bool]:
         """Each target that applies here, met or not."""
         ours = self.ours
@@ -78,7 +74,7 @@ class Row:
         no_probe = self.regime.protocol.tiers == "none"
         out["waste"] = least if no_probe else ours["waste"] <= WASTE + _EPS
         out["waste_vs_least"] = least
-        if self.hackable:
+        if self.regime.hackable:
             out["hack2"] = ours["hack2"] <= HACK2 + _EPS
         if self.regime.name == "ext":
             for metric, bar in EXT.items():
@@ -173,7 +169,7 @@ def report(rows: Sequence[Row], ours: str) -> tuple[str, bool]:
                 f"{o['p10']:.3f}",
                 f"{o['waste']:.3f}",
                 f"{least_w:.3f} ({who_w})",
-                f"{o['hack2']:.3f}" if row.hackable else "",
+                f"{o['hack2']:.3f}" if row.regime.hackable else "",
                 "" if row.oracle is None else f"{row.oracle['final']:.3f}",
             ]
         )
