@@ -392,9 +392,6 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "spare_order": _no_spare_order,
     # the mastered take a spare share evenly, as before
     "built_spare": _set(_pipeline, "built_spare", False),
-    # the mastered split a spare share by the training that built them alone, not also by
-    # what their top tier has left to learn
-    "room_spare": _set(_pipeline, "room_spare", False),
     # every mastered family keeps the whole mastered cap
     "built_cap": _set(_pipeline, "built_cap", False),
     # no tier is low enough to stall at (patience's other uses stay)
@@ -544,9 +541,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_tempered_draw": {"without": "tempered_draw"},
     # a spare share split evenly over the mastered, not by the training it took to master
     "no_built_spare": {"without": "built_spare"},
-    # the mastered split a spare share by built alone: one that came near mastery takes
-    # little of it while its top tier still fails
-    "no_room_spare": {"without": "room_spare"},
     # every mastered family keeps the whole mastered cap, not in proportion to its training
     "no_built_cap": {"without": "built_cap"},
     # a stalled family takes a spare share at a mastered family's rate, not a quarter of it

@@ -207,19 +207,6 @@ class TopTierCounts:
         )
         return result
 
-    def room(self) -> FloatArray:
-        """float64 [n_families]: how far the top tier's recent outcomes (training and probes
-        together, fading) fall short of passing every time: the failed share, less the
-        grader's floor, over what a learner can gain above chance, shrunk toward 0 by one
-        outcome (0 where none was seen). A family mastered at 0.93 still has a tenth of its
-        top tier to learn; one that came mastered passes every time, and has none."""
-        run = self.counts[1] + self.counts[3]
-        failed = run - self.counts[0] - self.counts[2]
-        chance = self._catalog.chance_success.astype(np.float64)
-        span = np.maximum((1.0 - chance) * (1.0 - 2.0 * self.floor), 1e-12)
-        result: FloatArray = np.clip((failed - self.floor * run) / ((run + 1.0) * span), 0.0, 1.0)
-        return result
-
     def _add(self, row: int, family: IntArray, k: FloatArray, n: FloatArray) -> None:
         """Fade rows ``row``, ``row + 1`` of these distinct families by ``n`` outcomes, add
         them, and redo their verdicts."""

@@ -69,7 +69,6 @@ class WeightPipeline:
         self.early_stall_cap = _EARLY_STALL_CAP  # uniform shares (ablation: 0, stalled_weight)
         self.built_spare = True  # False: the mastered split a spare share evenly (ablation)
         self.built_cap = True  # False: every mastered family keeps the whole cap (ablation)
-        self.room_spare = True  # False: the mastered split a spare share by built alone
         # no family takes more than this share while others can take the rest (fixed)
         self._ceiling = config.skill.max_weight / catalog.n_families
 
@@ -95,12 +94,9 @@ class WeightPipeline:
         cost: FloatArray,
         step: int,
         built: FloatArray | None = None,
-        room: FloatArray | None = None,
     ) -> list[Event]:
         """Recompute the weights from ``raw`` policy weights [n_arms] and the current
-        ladder tiers; returns the quota events. ``built`` and ``room`` (float64
-        [n_families], ``SkillModel.built`` and ``TopTierCounts.room``) split a spare share
-        among the mastered."""
+        ladder tiers; returns the quota events."""
         cat = self._catalog
         value, tier = self._separate_tiers(raw, current, evidence)
         family = smooth(
@@ -112,7 +108,7 @@ class WeightPipeline:
         # where every family is flagged, the mastered, the stalled and the out-of-reach not
         # yet tried take the spare share first: flat, hacked and tried out-of-reach
         # families teach nothing
-        first = self._spare_weight(flags, evidence, built, room)
+        first = self._spare_weight(flags, evidence, built)
         caps = self._hold(base, self._flag_caps(flags, evidence, built), first)
         for attempt in range(_RELAX_ROUNDS):
             try:
@@ -198,22 +194,14 @@ class WeightPipeline:
         self.episodes_since = 0
 
     def _spare_weight(
-        self,
-        flags: FlagBoard,
-        evidence: ProbeEvidence,
-        built: FloatArray | None,
-        room: FloatArray | None,
+        self, flags: FlagBoard, evidence: ProbeEvidence, built: FloatArray | None
     ) -> FloatArray:
         """float64 [n_families]: how the spare share of a batch the caps cannot fill is
         split among the families that take it first (0: not one of them). The untried
         out-of-reach and the separate-skill mastered take it evenly, the stalled at
-        ``stalled_spare`` of that; a mastered ladder family in proportion to ``built``,
-        the training it took to master (its mean over them is 1): practice keeps what
-        training built, and a family that came mastered was built by none. Plus, in
-        proportion to ``room``, what its top tier has left to learn (its mean over them
-        is 1 too): a learner that came near mastery was built by little training, and took
-        nothing of a spare share while it still failed a tenth of its top tier (dev
-        ``skill_1tier``: final +0.003, waste -0.16 points)."""
+        ``stalled_spare`` of that; a mastered ladder family in proportion
+        to ``built``, the training it took to master (its mean over them is 1): practice
+        keeps what training built, and a family that came mastered was built by none."""
         weight = (flags.spare_first() | evidence.separate_mastered()).astype(np.float64)
         weight[flags.stalled()] *= self.stalled_spare
         if built is None or not self.built_spare:
@@ -222,11 +210,6 @@ class WeightPipeline:
         mean = float(built[mastered].mean()) if mastered.any() else 0.0
         if mean > 0:
             weight[mastered] = built[mastered] / mean
-        if room is not None and self.room_spare and mastered.any():
-            left = room[mastered]
-            mean_left = float(left.mean())
-            if mean_left > 0:
-                weight[mastered] += left / mean_left
         return weight
 
     def _flag_caps(

@@ -190,7 +190,6 @@ class Scheduler:
             self.costs.cost,
             self.step,
             built=self.skill.built,
-            room=self.skill.top_tier.room(),
         )
 
     def snapshot(self) -> SchedulerSnapshot:

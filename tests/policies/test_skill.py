@@ -386,25 +386,6 @@ def test_built_counts_the_training_before_mastery_and_a_saturated_batch_follows_
         other.load_state_dict(dict(older, built=np.full(cat.n_families, -1.0)))
 
 
-def test_a_saturated_batch_gives_a_mastered_family_whose_top_tier_fails_more_practice() -> None:
-    """The scheduler hands its pipeline the top tier's ``room``: of the families that came
-    mastered (built by no training), one whose top tier failed one episode in twelve
-    takes more of the spare share than those that pass every time."""
-    cat = _catalog(tiers=2)
-    sched = Scheduler(cat, seed=0)
-    sk = sched.skill
-    for _ in range(8):  # every family's top tier passes in probes: all mastered
-        sk.observe_probes(np.arange(10), np.ones(10, dtype=np.int64), np.ones(10), np.full(10, 64))
-    sk.built[:] = 0.0
-    sk.built[[0, 1]] = [300.0, 100.0]
-    _train(sk, cat, family=2, tier=1, k=11, n=12)
-    assert sk.mastered().all() and sk.top_tier.room()[2] > 0
-    sched.pipeline.invalidate()
-    family = sched.weights().family
-    assert family[2] > 2 * family[3]
-    np.testing.assert_allclose(family[3:], family[3])
-
-
 def test_an_uncertain_familys_tiers_are_drawn_at_half_its_beliefs_spread() -> None:
     """The draw samples the skill from the belief with its spread halved: a family known
     only by the prior (sd 2 tiers, mean 0) lands two tiers or more up in about 9 % of its
@@ -620,33 +601,6 @@ def test_the_top_tiers_kept_verdict_is_the_one_its_counts_give_after_any_outcome
     fresh = top._verdict(top.counts, top._need(None))
     np.testing.assert_array_equal(top.passed, fresh)
     assert fresh.any() and not fresh.all(), "every family alike: the case tests nothing"
-
-
-def test_the_top_tiers_room_is_the_share_it_fails_beyond_what_a_perfect_family_fails() -> None:
-    """``TopTierCounts.room``: what a family's top tier has left to learn, from its recent
-    outcomes. None seen or every one passed: none. One failed of ten: about a tenth
-    (shrunk by one outcome). Where a guess passes half the tasks, a failure counts twice;
-    through a grader wrong a tenth of the time, that tenth of the failures is the
-    grader's, and a family failing only that has nothing left."""
-    cat = _catalog(tiers=3)
-    model = SkillModel(cat)
-    _train(model, cat, family=0, tier=2, k=9, n=10)
-    _train(model, cat, family=1, tier=2, k=10, n=10)
-    _train(model, cat, family=2, tier=1, k=0, n=10)  # under the top tier: not read
-    room = model.top_tier.room()
-    assert room[0] == pytest.approx(1 / 11)
-    assert room[1] == 0.0 and room[2] == 0.0 and room[3] == 0.0
-    guessed = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=3, chance_success=0.5)
-    model = SkillModel(guessed)
-    _train(model, guessed, family=0, tier=2, k=9, n=10)
-    assert model.top_tier.room()[0] == pytest.approx(2 / 11)
-    model = SkillModel(cat)
-    _train(model, cat, family=0, tier=2, k=8, n=10)
-    _train(model, cat, family=1, tier=2, k=9, n=10)
-    model.top_tier.set_floor(0.1)
-    room = model.top_tier.room()
-    assert room[0] == pytest.approx((2 - 1) / (11 * 0.8))
-    assert room[1] == 0.0  # one failure of ten: the grader's
 
 
 def test_top_tier_probes_alone_do_not_master_a_family_by_the_counts() -> None:

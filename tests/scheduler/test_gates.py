@@ -104,12 +104,10 @@ def test_the_default_scheduler_holds_the_last_unflagged_families_to_its_ceiling(
     assert (family[mastered] > 0.05 / cat.n_families).all()  # the mastered take the rest
 
 
-def _every_family_flagged(
-    stalled_spare: float | None = None, room: np.ndarray | None = None, room_spare: bool = True
-) -> np.ndarray:
+def _every_family_flagged(stalled_spare: float | None = None) -> np.ndarray:
     """The family shares of a scheduler whose families 0 and 1 are mastered (each built
     alike, by more than a trial) and 2 and 3 stalled: every family is flagged, so the
-    caps leave a spare share. ``room``: what each top tier has left to learn."""
+    caps leave a spare share."""
     cat = Catalog.synthetic(1, 4, 2)
     sched = Scheduler(cat, seed=0)
     board = sched.flags
@@ -122,10 +120,9 @@ def _every_family_flagged(
     assert board.stalled().tolist() == [False, False, True, True]
     if stalled_spare is not None:
         sched.pipeline.stalled_spare = stalled_spare
-    sched.pipeline.room_spare = room_spare
     sched.pipeline.compute(
         np.ones(cat.n_arms), np.zeros(4, dtype=np.int64), board, sched.evidence,
-        sched.costs.cost, 1, built=np.full(4, 100.0), room=room,
+        sched.costs.cost, 1, built=np.full(4, 100.0),
     )  # fmt: skip
     assert sched.pipeline.weights is not None
     return sched.pipeline.weights.family
@@ -144,22 +141,6 @@ def test_a_stalled_family_takes_less_of_a_spare_share_than_a_mastered_one() -> N
     assert stalled.min() > SkillConfig().stalled_weight / 4  # above its cap: it takes some
     as_mastered = _every_family_flagged(stalled_spare=1.0)  # the ablation: by cap alone
     assert as_mastered[2:].min() > as_mastered[:2].max()
-
-
-def test_a_mastered_family_whose_top_tier_still_fails_takes_more_of_a_spare_share() -> None:
-    """A learner that came near mastery was built by little training, so ``built`` alone
-    gave it little practice while its top tier still failed: what the top tier has left
-    to learn (``TopTierCounts.room``) takes a share of the spare beside ``built``'s. Of
-    two mastered families built alike, the one failing a tenth of its top tier takes more
-    than the one that passes every time; with no room anywhere, the split is ``built``'s."""
-    family = _every_family_flagged(room=np.array([0.1, 0.0, 0.0, 0.0]))
-    assert family.sum() == pytest.approx(1.0)
-    assert family[0] > 1.5 * family[1]
-    np.testing.assert_allclose(family[2], family[3])
-    none = _every_family_flagged(room=np.zeros(4))
-    np.testing.assert_allclose(none, _every_family_flagged())
-    by_built = _every_family_flagged(room=np.array([0.1, 0.0, 0.0, 0.0]), room_spare=False)
-    np.testing.assert_allclose(by_built, _every_family_flagged())  # the ablation
 
 
 def _two_mastered(built: np.ndarray, built_cap: bool = True) -> np.ndarray:
