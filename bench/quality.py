@@ -447,8 +447,6 @@ SWITCHES: dict[str, Callable[[Scheduler], None]] = {
     "chance_info": _set(_skill, "_chance_info", False),
     # the flatness test's threshold is flat_z whatever the grader's floor
     "floor_z": _set(_skill, "_floor_z", False),
-    # the early stall's window reads the typical rise over every episode, practice included
-    "built_rate": _set(_skill, "_built_rate", False),
 }
 
 
@@ -596,8 +594,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_chance_info": {"without": "chance_info"},
     # the flatness test's threshold stays a right grader's under the grader's floor
     "no_floor_z": {"without": "floor_z"},
-    # the early stall's window reads the typical rise over every episode, practice included
-    "no_built_rate": {"without": "built_rate"},
     # under a grader's floor, outcomes move a belief by Newton steps, not the grid's moments
     "no_floor_moments": {"without": "floor_moments"},
 }

@@ -277,10 +277,6 @@ class SkillModel:
         # whether the flatness test's threshold is counted in a right grader's outcomes
         # too (_flat_bar); the ablation turns it off
         self._floor_z = True
-        # whether the early stall's window reads the typical rise per episode that built
-        # a family's skill, not per episode of any kind (_stall_tests); the ablation
-        # turns it off
-        self._built_rate = True
         # float64 [n_families]: the share of an unguessable outcome's information about
         # the slope that one of each family carries at most, (1 - chance)^2
         self._unguessed = (1.0 - self._chance) ** 2
@@ -597,7 +593,6 @@ class SkillModel:
             self._stall_span,
             self._early_single,
             self._single_gain,
-            self._built_rate,
         )
         if self._stall_at is not None and self._stall_at[0] == key:
             return self._stall_at[1]
@@ -613,24 +608,12 @@ class SkillModel:
         if judged.any():
             rate = max(median_of(mu[judged] / self.episodes[judged]), 0.0)
         gain = min(cfg.min_gain, _STALL_SHARE * rate * cfg.patience)
-        # The early stall's window reads the rise per episode that built the skill
-        # (``built``, of the families built a trial's worth or more): a mastered family's
-        # practice builds nothing, so late in a run the rate per episode fell, the window
-        # grew back over coin flips that had passed it, and each time one was unflagged it
-        # took the share ceiling's part of a saturated batch (dev ``skill_1tier`` seed 0:
-        # 133 of the last half's 303 trap episodes). Not the gain: read there too, it
-        # stalled the torch learner's families pausing before a rule (no probe: 885 +- 175
-        # steps to 0.9 against 762 +- 83).
-        built_rate = rate
-        if self._built_rate:
-            built = judged & (self.built >= cfg.trial)
-            built_rate = max(median_of(mu[built] / self.built[built]), 0.0) if built.any() else 0.0
         forgetting = (moved < -cfg.min_gain) & (mu > 0.0)
         below = mu < self._stall_below
         on_patience: BoolArray = (self.episodes >= cfg.patience) & (moved < gain) & ~forgetting
         on_patience &= below
         early: BoolArray = np.zeros_like(on_patience)
-        if self._stall_span > 0.0 and built_rate > 0.0:
+        if self._stall_span > 0.0 and rate > 0.0:
             # only one not risen at all, and only where guesses pass or at one tier: at
             # chance 0 and over tiers, where out_of_reach and the flatness test speak
             # early, this test read slow starters stalled (a belief settling below the
@@ -640,7 +623,7 @@ class SkillModel:
             # with its belief's noise, and each time it went the family took an unflagged
             # share, late in a run the ceiling's (skill_1tier waste -1.37 points on dev
             # seeds 0-11; at every guessable family, ladder_yesno p10 -0.23)
-            window = max(self._stall_span / built_rate, cfg.trial)
+            window = max(self._stall_span / rate, cfg.trial)
             bar = np.zeros(moved.shape[0])
             if self._single_gain and self._single.size:
                 bar[self._single] = gain

@@ -1045,24 +1045,6 @@ def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
     assert not model.stalled()[9]
 
 
-def test_a_coin_flip_stays_stalled_early_while_the_mastered_practise() -> None:
-    """The typical rate that sets the early stall's window is read over the episodes that
-    built each family's skill: a mastered family's practice builds nothing. Read over every
-    episode, it fell as the learners practised, the window grew back over the coin flip's
-    episodes, and its flag went."""
-    cat, model = _coin_flip_among_climbers()
-    assert model.stalled_early()[9]
-    built = model.built[:9].copy()
-    for _ in range(24):  # the nine, mastered, practise 192 episodes more each
-        _train_all(model, cat, tier=0, k=[8] * 9 + [0], n=[8] * 9 + [0])
-    assert model.mastered()[:9].all()
-    assert (model.episodes[:9] > 2 * model.built[:9]).all()
-    np.testing.assert_array_equal(model.built[:9], built)
-    assert model.stalled_early()[9]
-    model._built_rate = False  # bench/quality.py's no_built_rate: over every episode
-    assert not model.stalled_early()[9], "the failure this guards against no longer shows"
-
-
 def test_a_family_of_one_tier_not_risen_by_the_stall_gain_is_stalled_early() -> None:
     """A coin flip's belief wanders above its slow average as often as below: judged on no
     rise at all, its early stall came and went, and each time it went the family took an
