@@ -1025,20 +1025,14 @@ def test_a_family_stalled_early_keeps_a_quarter_share_and_one_stalled_on_patienc
     assert ablated.weights().family[0] == pytest.approx(sched.config.skill.stalled_weight / n)
 
 
-def _coin_flip_among_climbers() -> tuple[Catalog, SkillModel]:
-    """Ten families of one tier: 0-8 climb a tier per 16 episodes, 9 is a coin flip (4 of
-    8 every time), trained once more where its wandering belief had not yet fallen."""
+def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
+    # At one tier no contrast tests a slope: a coin flip (family 9, 4 of 8 every time)
+    # is found only by a stall. Families 0-8 climb a tier per 16 episodes.
     cat = Catalog.synthetic(n_domains=2, families_per_domain=5, n_tiers=1)
     model = SkillModel(cat)
-    _nine_climb(model, cat, still=(0, 4))
+    _nine_climb(model, cat, still=(0, 4))  # 9 a coin flip: 4 of 8 every time
     if model.progress()[9] >= 0.0:  # a coin flip's belief wanders: judged once it falls
         _train(model, cat, family=9, tier=0, k=3, n=8)
-    return cat, model
-
-
-def test_a_coin_flip_of_one_tier_is_stalled_early_among_learners() -> None:
-    # At one tier no contrast tests a slope: a coin flip is found only by a stall
-    _, model = _coin_flip_among_climbers()
     assert model.stalled_early()[9]
     assert not model.stalled()[:9].any()
     model._early_single = False  # bench/quality.py's no_early_single: patience's test only
