@@ -286,6 +286,12 @@ class LadderStudent(_ArmStudent):
         self._below = np.where(tier > 0, np.arange(catalog.n_arms) - 1, np.arange(catalog.n_arms))
         self._above = np.where(tier < catalog.n_tiers[fam] - 1, np.arange(catalog.n_arms) + 1, -1)
 
+    @property
+    def prerequisite(self) -> IntArray:
+        """int64 [n_families]: the family whose tier 1 gates each family's learning (-1:
+        none); a reading for bench/diagnose.py, not for a curriculum."""
+        return self._prereq
+
     def _q(self, arm: IntArray) -> FloatArray:
         result: FloatArray = self._c[arm]
         return result

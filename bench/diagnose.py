@@ -4,6 +4,7 @@
     .venv/bin/python -W ignore bench/diagnose.py --regime ext --seeds 0 --runner oracle
     .venv/bin/python -W ignore bench/diagnose.py --regime skill_1tier --seeds 0 \\
         --variant '{"skill": {"max_weight": 8}}'
+    .venv/bin/python -W ignore bench/diagnose.py --regime ext --seeds 0 --against oracle
 
 A tuning aid for ``bench/quality.py`` (same regimes, students, runners and variants), not a
 benchmark: it tells why a cell scores what it scores. Per quarter of the run, the share of
@@ -17,6 +18,12 @@ episodes:
 and, for the default scheduler, the median step at which each trap kind is first held back
 (idle, suspected hacking or mastered: the skill model's flags, read every ``--every`` steps)
 and the share of those families held back by the end.
+
+``--against RUNNER`` runs that curriculum on the same seeds too and lists the learnable
+families where ``--runner`` ends furthest below it: each one's true top tier at the end
+under both, its tier 0 at the start, the family gating it (the ladder student's
+prerequisites) and the episodes each curriculum gave it per quarter. Where a gap to the
+oracle or a ladder comes from is a question of a few families; this names them.
 """
 
 from __future__ import annotations
@@ -70,6 +77,8 @@ def run(
     learnable = scored(student)
     shares = np.zeros((4, len(COLUMNS)))
     held_at = np.full(catalog.n_families, -1)
+    start = student.true_arm()[catalog.arm_start[:-1]]  # each family's tier 0, untrained
+    episodes = np.zeros((4, catalog.n_families), dtype=np.int64)
     for step in range(1, regime.steps + 1):
         batch = runner.propose(regime.batch)
         fam, tier = np.asarray(batch.family), np.asarray(batch.tier)
@@ -81,6 +90,7 @@ def run(
         row += [done.sum(), (open_ & (tier == best)).sum()]
         row += [(open_ & (tier < best)).sum(), (open_ & (tier > best)).sum()]
         shares[quarter] += row
+        episodes[quarter] += np.bincount(fam, minlength=catalog.n_families)
         runner.observe(batch, student.run(batch))
         evaluator.tick(step, runner)
         if ours and step % every == 0:
@@ -98,8 +108,63 @@ def run(
                 "held": float((first >= 0).mean()),
                 "median_step": float(np.median(first[first >= 0])) if (first >= 0).any() else None,
             }
-    final = float(top_score(student)[learnable].mean())
-    return {"seed": seed, "final": final, "shares": shares.tolist(), "flags": flags}
+    top = top_score(student)
+    final = float(top[learnable].mean())
+    gate = getattr(student, "prerequisite", np.full(catalog.n_families, -1))
+    families = {
+        "top": top.tolist(),
+        "start": start.tolist(),
+        "learnable": learnable.tolist(),
+        "gate": np.asarray(gate).tolist(),
+        "episodes": episodes.T.tolist(),  # [family][quarter]
+    }
+    return {
+        "seed": seed, "final": final, "shares": shares.tolist(), "flags": flags,
+        "families": families,
+    }  # fmt: skip
+
+
+def furthest_below(cell: dict[str, Any], other: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The ``n`` learnable families of one seed where ``cell``'s curriculum ends furthest
+    below ``other``'s (gap > 0 only), largest gap first."""
+    mine, theirs = cell["families"], other["families"]
+    gap = (np.asarray(theirs["top"]) - np.asarray(mine["top"])) * np.asarray(mine["learnable"])
+    order = [int(f) for f in np.argsort(-gap, kind="stable")[:n] if gap[f] > 0]
+    return [
+        {
+            "family": f,
+            "gap": float(gap[f]),
+            "mine": mine["top"][f],
+            "theirs": theirs["top"][f],
+            "start": mine["start"][f],
+            "gate": mine["gate"][f],
+            "episodes": (mine["episodes"][f], theirs["episodes"][f]),
+        }
+        for f in order
+    ]
+
+
+def render_gaps(runner: str, against: str, cell: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """One seed's families furthest below ``against``, as a table."""
+    total = sum(r["gap"] for r in rows) / max(int(np.sum(cell["families"]["learnable"])), 1)
+    head = [
+        "family", f"{runner} top", f"{against} top", "tier 0 at start", "gated by",
+        f"{runner} episodes Q1-Q4", f"{against} episodes Q1-Q4",
+    ]  # fmt: skip
+    body = [
+        [
+            str(r["family"]), f"{r['mine']:.2f}", f"{r['theirs']:.2f}", f"{r['start']:.2f}",
+            "-" if r["gate"] < 0 else str(r["gate"]),
+            " / ".join(str(e) for e in r["episodes"][0]),
+            " / ".join(str(e) for e in r["episodes"][1]),
+        ]
+        for r in rows
+    ]  # fmt: skip
+    title = (
+        f"seed {cell['seed']}: the {len(rows)} families furthest below {against} "
+        f"({total:.4f} of the final score between them)"
+    )
+    return "\n".join(["", title, "", markdown_table(head, body)])
 
 
 def render(regime: str, runner: str, cells: Sequence[dict[str, Any]]) -> str:
@@ -140,8 +205,18 @@ def _main(args: argparse.Namespace) -> int:
         raise BenchError("--variant: must be a JSON object of SchedulerConfig changes")
     if args.every < 1:
         raise BenchError(f"--every: must be at least 1, got {args.every}")
+    if args.families < 1:
+        raise BenchError(f"--families: must be at least 1, got {args.families}")
+    if args.against and args.against == args.runner:
+        raise BenchError(f"--against {args.against}: the same curriculum as --runner")
     cells = [run(args.regime, s, args.runner, variant, args.every) for s in seeds]
     print(render(args.regime, args.runner, cells))
+    if args.against:
+        others = [run(args.regime, s, args.against, variant, args.every) for s in seeds]
+        print(f"\n### {args.regime}, {args.runner} against {args.against}")
+        for cell, other in zip(cells, others, strict=True):
+            rows = furthest_below(cell, other, args.families)
+            print(render_gaps(args.runner, args.against, cell, rows))
     return 0
 
 
@@ -154,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--variant", default="{}", help="the default's changes, as quality.py's")
     parser.add_argument("--every", type=int, default=5, help="steps between reads of the flags")
+    parser.add_argument(
+        "--against", default="", help="list the families furthest below this curriculum"
+    )
+    parser.add_argument("--families", type=int, default=10, help="how many (with --against)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return run_main(_main, parser.parse_args(argv), log)
 
